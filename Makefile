@@ -1,0 +1,32 @@
+# Two commands on a fresh machine with nothing but Python 3.11:
+#   make demo   installs into .venv and runs the demo
+#   make test   installs into .venv and runs the test suite
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test bench clean
+
+install: $(STAMP)
+
+# torch is installed first and pinned by constraints.txt so nothing pulls a CUDA build.
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c constraints.txt torch==2.13.0
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/sakura spec check examples/templates.yaml
+	$(VENV)/bin/sakura models verify tiny-flux
+	$(VENV)/bin/sakura models verify tiny-sd3
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/capture.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache

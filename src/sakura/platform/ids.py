@@ -1,0 +1,20 @@
+"""Template ids: the one format accepted everywhere (they become object keys and URL parts)."""
+
+from __future__ import annotations
+
+import re
+
+from sakura.platform.errors import InvalidTemplateId
+
+TEMPLATE_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+_TEMPLATE_ID = re.compile(TEMPLATE_ID_PATTERN)
+
+
+def validate_template_id(value: object) -> str:
+    """Return ``value`` if it is a valid template id, else raise :class:`InvalidTemplateId`."""
+    if not isinstance(value, str) or _TEMPLATE_ID.fullmatch(value) is None:
+        raise InvalidTemplateId(
+            f"invalid template id {value!r}: expected 1-64 characters of a-z, 0-9, '.', '_', '-' "
+            "starting with a letter or digit"
+        )
+    return value

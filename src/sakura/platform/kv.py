@@ -1,0 +1,116 @@
+"""The template KV container shared by the capture, codec, store and replay paths."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from sakura.platform.errors import ModelError
+
+
+@functools.total_ordering
+@dataclass(frozen=True)
+class ShardKey:
+    """One shard of template KV: the attention layer, and the denoising step it belongs to.
+
+    ``step`` is ``None`` for models whose template KV does not depend on the timestep (template
+    tokens get a fixed-timestep modulation), so such models need one shard per layer.
+    """
+
+    step: int | None
+    layer: int
+
+    def __post_init__(self) -> None:
+        if self.step is not None and (not isinstance(self.step, int) or self.step < 0):
+            raise ValueError(f"ShardKey.step must be a non-negative int or None, got {self.step!r}")
+        if not isinstance(self.layer, int) or self.layer < 0:
+            raise ValueError(f"ShardKey.layer must be a non-negative int, got {self.layer!r}")
+
+    def __lt__(self, other: "ShardKey") -> bool:  # None sorts before any step
+        if not isinstance(other, ShardKey):
+            return NotImplemented
+        return (_step_order(self.step), self.layer) < (_step_order(other.step), other.layer)
+
+    def __str__(self) -> str:
+        step = "*" if self.step is None else str(self.step)
+        return f"s{step}/l{self.layer}"
+
+
+def _step_order(step: int | None) -> int:
+    return -1 if step is None else step
+
+
+@dataclass(frozen=True)
+class KVPair:
+    """Keys and values of the template tokens at one shard, as the attention kernel sees them.
+
+    Both arrays have shape ``(heads, tokens, head_dim)``; keys are already normalised and
+    rotated, so replay must use them as they are.
+    """
+
+    k: np.ndarray
+    v: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.k.shape != self.v.shape or self.k.ndim != 3:
+            raise ModelError(f"K and V must share a (heads, tokens, head_dim) shape: {self.k.shape} vs {self.v.shape}")
+        if self.k.dtype != self.v.dtype:
+            raise ModelError(f"K and V dtypes differ: {self.k.dtype} vs {self.v.dtype}")
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.k.nbytes + self.v.nbytes)
+
+
+@dataclass
+class TemplateKV:
+    """All shards of one template's KV for one model."""
+
+    model_fingerprint: str
+    shards: dict[ShardKey, KVPair] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[ShardKey]:
+        return iter(sorted(self.shards))
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def __getitem__(self, key: ShardKey) -> KVPair:
+        try:
+            return self.shards[key]
+        except KeyError:
+            raise ModelError(f"template KV has no shard {key}") from None
+
+    @property
+    def keys(self) -> list[ShardKey]:
+        return sorted(self.shards)
+
+    @property
+    def steps(self) -> list[int | None]:
+        return sorted({k.step for k in self.shards}, key=_step_order)
+
+    @property
+    def layers(self) -> list[int]:
+        return sorted({k.layer for k in self.shards})
+
+    @property
+    def template_tokens(self) -> int:
+        first = next(iter(self.shards.values()), None)
+        return 0 if first is None else int(first.k.shape[1])
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        first = next(iter(self.shards.values()), None)
+        return None if first is None else first.k.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return sum(pair.nbytes for pair in self.shards.values())
+
+    @property
+    def nbytes_fp16(self) -> int:
+        """Size of the KV stored as fp16: the baseline every compression ratio is quoted against."""
+        return sum(pair.k.size * 2 * 2 for pair in self.shards.values())

@@ -1,0 +1,26 @@
+"""Model adapters: capture template KV from a DiT and replay it without the template tokens."""
+
+from sakura.platform.models.base import (
+    CaptureResult,
+    EditRequest,
+    ModelAdapter,
+    ModelInfo,
+    Schedule,
+    Template,
+    model_fingerprint,
+)
+from sakura.platform.models.registry import NamedModel, load_model, named_models, register_model
+
+__all__ = [
+    "CaptureResult",
+    "EditRequest",
+    "ModelAdapter",
+    "ModelInfo",
+    "NamedModel",
+    "Schedule",
+    "Template",
+    "load_model",
+    "model_fingerprint",
+    "named_models",
+    "register_model",
+]

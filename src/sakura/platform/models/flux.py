@@ -1,0 +1,146 @@
+"""Adapter for diffusers' ``FluxTransformer2DModel`` family.
+
+Flux orders the joint sequence ``[text, image]`` and rotates queries and keys with position ids.
+Template tokens are appended to the image stream with their own ids (first axis 1, as FLUX
+Kontext marks reference images; the other axes aligned with the request's grid), so the key
+sequence is ``[text, request image, template]`` and the template span is always last. Keys are
+recorded after RMS norm and rotary embedding; replay appends them untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from sakura.platform.models._attention import template_attention
+from sakura.platform.models._pixels import PixelCodec
+from sakura.platform.models._prompts import HashedPromptEncoder
+from sakura.platform.models.base import ModelAdapter, ModelInfo, to_unit_image
+
+
+class FluxTemplateProcessor:
+    """A per-instance replacement for ``FluxAttnProcessor`` that knows about the template span."""
+
+    def __init__(self, adapter: "FluxAdapter", layer: int) -> None:
+        self._adapter = adapter
+        self.layer = layer
+
+    def __call__(
+        self,
+        attn: Any,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        image_rotary_emb: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> Any:
+        from diffusers.models.embeddings import apply_rotary_emb
+
+        query, key, value = (proj(hidden_states).unflatten(-1, (-1, attn.head_dim)) for proj in (attn.to_q, attn.to_k, attn.to_v))
+        query, key = attn.norm_q(query), attn.norm_k(key)
+        joint = encoder_hidden_states is not None and attn.added_kv_proj_dim is not None
+        if joint:
+            eq, ek, ev = (
+                proj(encoder_hidden_states).unflatten(-1, (-1, attn.head_dim))
+                for proj in (attn.add_q_proj, attn.add_k_proj, attn.add_v_proj)
+            )
+            query = torch.cat([attn.norm_added_q(eq), query], dim=1)
+            key = torch.cat([attn.norm_added_k(ek), key], dim=1)
+            value = torch.cat([ev, value], dim=1)
+        if image_rotary_emb is not None:
+            query = apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
+            key = apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
+
+        state = self._adapter._current_state()
+        seq = key.shape[1]
+        tpl_start = seq - state.template_tokens if state is not None and state.has_template_in_sequence else seq
+        out = template_attention(
+            query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), tpl_start=tpl_start, layer=self.layer, state=state
+        )
+        out = out.transpose(1, 2).flatten(2, 3).to(query.dtype)
+        if not joint:
+            return out
+        text_len = encoder_hidden_states.shape[1]
+        context, image = out[:, :text_len], out[:, text_len:]
+        return attn.to_out[1](attn.to_out[0](image.contiguous())), attn.to_add_out(context.contiguous())
+
+
+class FluxAdapter(ModelAdapter):
+    family = "flux"
+    step_dependent = True
+
+    def __init__(self, model: torch.nn.Module, *, name: str, resolution: int, pack: int, text_tokens: int) -> None:
+        cfg = model.config
+        self.codec = PixelCodec(resolution, pack, cfg.in_channels)
+        self.prompts = HashedPromptEncoder(text_tokens, cfg.joint_attention_dim, cfg.pooled_projection_dim)
+        self.text_tokens = text_tokens
+        super().__init__(model, name=name, resolution=resolution)
+
+    def _attention_modules(self) -> list[torch.nn.Module]:
+        blocks = list(self.model.transformer_blocks) + list(self.model.single_transformer_blocks)
+        return [block.attn for block in blocks]
+
+    def _install_processors(self) -> None:
+        for layer, attn in enumerate(self._attention_modules()):
+            attn.set_processor(FluxTemplateProcessor(self, layer))
+
+    def _fingerprint_extra(self) -> dict[str, Any]:
+        return {**super()._fingerprint_extra(), "pack": self.codec.pack, "text_tokens": self.text_tokens}
+
+    def info(self) -> ModelInfo:
+        cfg = self.model.config
+        return ModelInfo(
+            name=self.name,
+            family=self.family,
+            layers=len(self._attention_modules()),
+            heads=cfg.num_attention_heads,
+            head_dim=cfg.attention_head_dim,
+            resolution=self.resolution,
+            image_tokens=self.codec.grid**2,
+            text_tokens=self.text_tokens,
+            step_dependent=self.step_dependent,
+        )
+
+    def _image_latent(self, image: np.ndarray, *, template: bool) -> torch.Tensor:
+        cells = self.codec.encode(to_unit_image(image))
+        return cells.reshape(1, -1, cells.shape[-1]).to(self._dtype)
+
+    def _ids(self, template: bool) -> torch.Tensor:
+        g = self.codec.grid
+        ids = torch.zeros(g, g, 3)
+        ids[..., 0] = 1.0 if template else 0.0
+        ids[..., 1] = torch.arange(g)[:, None]
+        ids[..., 2] = torch.arange(g)[None, :]
+        return ids.reshape(-1, 3)
+
+    def _prompt_condition(self, prompt: str) -> tuple[torch.Tensor, torch.Tensor]:
+        text, pooled = self.prompts.encode(prompt)
+        return text.to(self._dtype), pooled.to(self._dtype)
+
+    def _velocity(self, x: torch.Tensor, sigma: float, cond: Any, template: torch.Tensor | None) -> torch.Tensor:
+        text, pooled = cond
+        tokens, ids = x, self._ids(template=False)
+        if template is not None:
+            tokens = torch.cat([x, template], dim=1)
+            ids = torch.cat([ids, self._ids(template=True)], dim=0)
+        guidance = torch.full((1,), 3.5, dtype=self._dtype) if self.model.config.guidance_embeds else None
+        out = self.model(
+            hidden_states=tokens,
+            encoder_hidden_states=text,
+            pooled_projections=pooled,
+            timestep=torch.full((1,), sigma, dtype=self._dtype),
+            img_ids=ids.to(self._dtype),
+            txt_ids=torch.zeros(text.shape[1], 3, dtype=self._dtype),
+            guidance=guidance,
+            return_dict=False,
+        )[0]
+        return out[:, : x.shape[1]]
+
+    def latent_to_image(self, latent: torch.Tensor) -> np.ndarray:
+        g = self.codec.grid
+        return self.codec.decode(latent.reshape(g, g, -1))
+
+    @property
+    def _dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype

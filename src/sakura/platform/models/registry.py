@@ -1,0 +1,152 @@
+"""Models by name: seeded tiny configs for tests and the demo, or a diffusers checkpoint on disk.
+
+Named configs are registered explicitly in ``_NAMED``; a path that is a directory is loaded as
+a diffusers checkpoint (the transformer at the top level or in ``transformer/``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from sakura.platform.errors import UnknownModel
+from sakura.platform.models.base import ModelAdapter
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    name: str
+    family: str
+    description: str
+    config: dict[str, Any]
+    resolution: int
+    pack: int
+    text_tokens: int
+    seed: int = 0
+    #: Scale of the seeded weights relative to PyTorch's default init. Random DiTs at the
+    #: default scale barely look at the template; twice the scale makes its effect measurable.
+    init_gain: float = 2.0
+
+
+_NAMED: dict[str, NamedModel] = {}
+
+
+def register_model(spec: NamedModel) -> None:
+    _NAMED[spec.name] = spec
+
+
+register_model(NamedModel(
+    name="tiny-flux",
+    family="flux",
+    description="Flux layout, 2 dual + 2 single blocks, 4x16 heads, 32x32 pixels -> 256 image tokens",
+    config=dict(patch_size=1, in_channels=12, num_layers=2, num_single_layers=2, attention_head_dim=16,
+                num_attention_heads=4, joint_attention_dim=32, pooled_projection_dim=32, axes_dims_rope=(4, 6, 6)),
+    resolution=32, pack=2, text_tokens=8,
+))
+register_model(NamedModel(
+    name="tiny-sd3",
+    family="sd3",
+    description="SD3 layout, 4 joint blocks, 4x16 heads, 32x32 pixels -> 256 image tokens",
+    config=dict(sample_size=32, patch_size=2, in_channels=3, num_layers=4, attention_head_dim=16,
+                num_attention_heads=4, joint_attention_dim=32, caption_projection_dim=64,
+                pooled_projection_dim=32, out_channels=3, pos_embed_max_size=32),
+    resolution=32, pack=1, text_tokens=8,
+))
+register_model(NamedModel(
+    name="bench-flux",
+    family="flux",
+    description="Flux layout at benchmark scale: 4 dual + 8 single blocks, 12x64 heads, 1024 image tokens",
+    config=dict(patch_size=1, in_channels=12, num_layers=4, num_single_layers=8, attention_head_dim=64,
+                num_attention_heads=12, joint_attention_dim=256, pooled_projection_dim=256, axes_dims_rope=(8, 28, 28)),
+    resolution=64, pack=2, text_tokens=64,
+))
+
+
+def named_models() -> dict[str, NamedModel]:
+    return dict(_NAMED)
+
+
+def load_model(name_or_path: str, *, dtype: torch.dtype = torch.float32) -> ModelAdapter:
+    """A ready adapter for a named config or a local diffusers checkpoint directory."""
+    if name_or_path in _NAMED:
+        return _build_named(_NAMED[name_or_path], dtype)
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return _load_checkpoint(path, dtype)
+    raise UnknownModel(
+        f"unknown model {name_or_path!r}: not a named model ({', '.join(sorted(_NAMED))}) "
+        "nor a diffusers checkpoint directory"
+    )
+
+
+def _build_named(spec: NamedModel, dtype: torch.dtype) -> ModelAdapter:
+    model = _model_class(spec.family)(**spec.config)
+    seed_weights(model, spec.seed, gain=spec.init_gain)
+    if dtype != torch.float32:
+        model = model.to(dtype)
+    return _adapter_class(spec.family)(
+        model, name=spec.name, resolution=spec.resolution, pack=spec.pack, text_tokens=spec.text_tokens
+    )
+
+
+def seed_weights(model: torch.nn.Module, seed: int, gain: float = 1.0) -> None:
+    """Deterministic weights from our own generator (the global RNG is never touched).
+
+    Matrices get ``gain`` times PyTorch's default ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``;
+    biases a small uniform; norm scales 1.
+    """
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in sorted(model.named_parameters()):
+            if param.ndim >= 2:
+                bound = gain * param[0].numel() ** -0.5
+                param.copy_(torch.rand(param.shape, generator=g) * 2 * bound - bound)
+            elif name.endswith("bias"):
+                param.copy_(torch.rand(param.shape, generator=g) * 0.04 - 0.02)
+            else:
+                param.fill_(1.0)
+
+
+def _load_checkpoint(path: Path, dtype: torch.dtype) -> ModelAdapter:
+    root = path / "transformer" if (path / "transformer" / "config.json").is_file() else path
+    config_file = root / "config.json"
+    if not config_file.is_file():
+        raise UnknownModel(f"{path} has no config.json (looked in {root})")
+    class_name = json.loads(config_file.read_text()).get("_class_name", "")
+    family = {"FluxTransformer2DModel": "flux", "SD3Transformer2DModel": "sd3"}.get(class_name)
+    if family is None:
+        raise UnknownModel(f"{config_file}: unsupported model class {class_name!r}")
+    model = _model_class(family).from_pretrained(root, torch_dtype=dtype)
+    defaults = _CHECKPOINT_IO[family]
+    return _adapter_class(family)(model, name=str(path), **defaults)
+
+
+# Image size and latent packing for checkpoints: 512x512 pixels -> 64x64 latent cells of 8x8.
+_CHECKPOINT_IO: dict[str, dict[str, int]] = {
+    "flux": dict(resolution=512, pack=16, text_tokens=64),
+    "sd3": dict(resolution=512, pack=8, text_tokens=64),
+}
+
+
+def _model_class(family: str) -> Callable[..., torch.nn.Module]:
+    if family == "flux":
+        from diffusers import FluxTransformer2DModel
+
+        return FluxTransformer2DModel
+    from diffusers import SD3Transformer2DModel
+
+    return SD3Transformer2DModel
+
+
+def _adapter_class(family: str) -> Callable[..., ModelAdapter]:
+    if family == "flux":
+        from sakura.platform.models.flux import FluxAdapter
+
+        return FluxAdapter
+    from sakura.platform.models.sd3 import SD3Adapter
+
+    return SD3Adapter

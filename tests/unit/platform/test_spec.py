@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sakura.platform.errors import SpecError
+from sakura.platform.spec import Task, load_spec
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "templates.yaml"
+
+
+def test_example_spec_has_one_template_per_task():
+    spec = load_spec(EXAMPLES)
+    assert {t.task for t in spec.templates} == {Task.FACE_SWAP, Task.TRY_ON, Task.STYLE_TRANSFER}
+
+
+def _write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(body)
+    return path
+
+
+GOOD = "  - id: ok\n    task: try_on\n    image: skimage:brick\n    prompt: p\n"
+
+
+@pytest.mark.parametrize(
+    "entry, template, field",
+    [
+        ("  - id: Bad/Id\n    task: try_on\n    image: skimage:brick\n    prompt: p\n", "Bad/Id", "id"),
+        ("  - id: t1\n    task: teleport\n    image: skimage:brick\n    prompt: p\n", "t1", "task"),
+        ("  - id: t2\n    task: try_on\n    image: nowhere.png\n    prompt: p\n", "t2", "image"),
+        ("  - id: t3\n    task: try_on\n    image: skimage:nonexistent\n    prompt: p\n", "t3", "image"),
+        ("  - id: t4\n    task: try_on\n    image: skimage:brick\n", "t4", "prompt"),
+        ("  - id: t5\n    task: try_on\n    image: skimage:brick\n    prompt: p\n    colour: red\n", "t5", "colour"),
+        ("  - id: t6\n    task: try_on\n    image: skimage:brick\n    prompt: p\n    resolution: -3\n", "t6", "resolution"),
+        ("  - task: try_on\n    image: skimage:brick\n    prompt: p\n", "#2", "id"),
+        (GOOD, "ok", "id"),  # duplicate of the first entry
+    ],
+)
+def test_invalid_entries_name_file_template_and_field(tmp_path, entry, template, field):
+    path = _write(tmp_path, "templates:\n" + GOOD + entry)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    message = str(info.value)
+    assert str(path) in message and f"template {template!r}" in message and f"field '{field}'" in message
+
+
+@pytest.mark.parametrize("body", ["templates: 3\n", "- a\n", "templates: []\n", "templates: [\n", "other: 1\ntemplates:\n" + GOOD])
+def test_malformed_files_are_spec_errors(tmp_path, body):
+    path = _write(tmp_path, body)
+    with pytest.raises(SpecError, match=str(path)):
+        load_spec(path)
+
+
+def test_missing_file_is_a_spec_error(tmp_path):
+    with pytest.raises(SpecError, match="not found"):
+        load_spec(tmp_path / "absent.yaml")
+
+
+def test_relative_image_paths_resolve_against_the_spec_folder(tmp_path):
+    from skimage import data, io
+
+    (tmp_path / "imgs").mkdir()
+    io.imsave(tmp_path / "imgs" / "brick.png", data.brick(), check_contrast=False)
+    spec = load_spec(_write(tmp_path, "templates:\n  - id: local\n    task: custom\n    image: imgs/brick.png\n    prompt: p\n"))
+    assert spec.templates[0].image == "imgs/brick.png" and spec.base_dir == tmp_path

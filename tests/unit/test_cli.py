@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sakura.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "templates.yaml"
+
+
+@pytest.mark.parametrize("model", ["tiny-flux", "tiny-sd3"])
+def test_models_verify_json_reports_exact_replay(model, capsys):
+    assert main(["models", "verify", model, "--json", "--repeats", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    expected_keys = {
+        "model", "fingerprint", "steps", "layers", "template_tokens", "request_tokens", "kv_bytes_fp16",
+        "max_abs_diff", "rel_l2_diff", "full_s", "replay_s", "exact",
+    }
+    assert expected_keys <= set(report)
+    assert report["model"] == model and report["steps"] == 4 and report["exact"] is True
+    assert report["rel_l2_diff"] <= 1e-5 and report["template_tokens"] == 256
+    assert report["kv_bytes_fp16"] == report["steps"] * report["layers"] * 2 * 256 * 64 * 2
+
+
+def test_unknown_model_exits_with_a_clear_message(capsys):
+    assert main(["models", "verify", "gpt-7"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown model 'gpt-7'" in err and "tiny-flux" in err
+
+
+def test_spec_check(capsys, tmp_path):
+    assert main(["spec", "check", str(EXAMPLES)]) == 0
+    assert "face-astronaut" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("templates:\n  - id: x\n    task: nope\n    image: skimage:brick\n    prompt: p\n")
+    assert main(["spec", "check", str(bad)]) == 1
+    assert "field 'task'" in capsys.readouterr().err
+
+
+def test_console_script_is_installed():
+    exe = Path(sys.executable).with_name("sakura")
+    proc = subprocess.run([str(exe), "models", "list", "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "tiny-sd3" in json.loads(proc.stdout)
