@@ -35,3 +35,9 @@ class ModelError(SakuraError, RuntimeError):
 
 class ImageError(SakuraError, ValueError):
     code = "invalid_image"
+
+
+class CodecError(SakuraError, ValueError):
+    """A shard payload is malformed, truncated, corrupt or hostile, or cannot be encoded."""
+
+    code = "invalid_shard"

@@ -1,5 +1,6 @@
 """Model adapters: capture template KV from a DiT and replay it without the template tokens."""
 
+from sakura.platform.models._attention import AttentionProbe
 from sakura.platform.models.base import (
     CaptureResult,
     EditRequest,
@@ -12,6 +13,7 @@ from sakura.platform.models.base import (
 from sakura.platform.models.registry import NamedModel, load_model, named_models, register_model
 
 __all__ = [
+    "AttentionProbe",
     "CaptureResult",
     "EditRequest",
     "ModelAdapter",

@@ -39,6 +39,21 @@ class Mode(enum.Enum):
     REPLAY = "replay"
 
 
+@dataclass(frozen=True)
+class AttentionProbe:
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    tpl_start: int
+
+    def attend(self, k_tpl: torch.Tensor, v_tpl: torch.Tensor) -> torch.Tensor:
+        """Attention output of these queries with the given template K/V (heads, tokens, dim)."""
+        batch = self.key.shape[0]
+        key = _insert(self.key, k_tpl.unsqueeze(0).expand(batch, -1, -1, -1), self.tpl_start)
+        value = _insert(self.value, v_tpl.unsqueeze(0).expand(batch, -1, -1, -1), self.tpl_start)
+        return F.scaled_dot_product_attention(self.query, key, value)
+
+
 @dataclass
 class RunState:
     """What the attention processors need to know about the denoising call in progress."""
@@ -51,6 +66,9 @@ class RunState:
     replay_kv: TemplateKV | None = None
     #: Model-native latent of the template, for families that inject template tokens in a hook.
     template_latent: torch.Tensor | None = None
+    #: When set in REPLAY mode, receives each shard's queries and request keys/values (for
+    #: measuring attention-output error of compressed KV offline).
+    probe: dict[ShardKey, "AttentionProbe"] | None = None
     _replay_cache: dict[ShardKey, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
 
     @property
@@ -92,6 +110,8 @@ def template_attention(
         return F.scaled_dot_product_attention(query, key, value)
     shard = ShardKey(step=state.step, layer=layer)
     if state.mode is Mode.REPLAY:
+        if state.probe is not None:
+            state.probe[shard] = AttentionProbe(query.clone(), key.clone(), value.clone(), tpl_start)
         k_tpl, v_tpl = state.cached_kv(shard, like=key)
         batch = key.shape[0]
         key = _insert(key, k_tpl.expand(batch, -1, -1, -1), tpl_start)

@@ -19,7 +19,7 @@ import torch
 
 from sakura.platform.errors import ImageError, ModelError
 from sakura.platform.kv import KVPair, ShardKey, TemplateKV
-from sakura.platform.models._attention import Mode, RunState, new_state_var
+from sakura.platform.models._attention import AttentionProbe, Mode, RunState, new_state_var
 
 
 @dataclass(frozen=True)
@@ -153,10 +153,21 @@ class ModelAdapter(abc.ABC):
         state = RunState(mode=mode, template_tokens=self._template_token_count(tpl))
         return self._denoise(request, schedule, template.prompt, state, tpl)
 
-    def replay(self, kv: TemplateKV, prompt: str, request: EditRequest, schedule: Schedule) -> torch.Tensor:
-        """Run the loop over request tokens only, attending to cached template KV."""
+    def replay(
+        self,
+        kv: TemplateKV,
+        prompt: str,
+        request: EditRequest,
+        schedule: Schedule,
+        *,
+        probe: dict[ShardKey, AttentionProbe] | None = None,
+    ) -> torch.Tensor:
+        """Run the loop over request tokens only, attending to cached template KV.
+
+        ``probe``, when given, receives every shard's queries and request keys/values.
+        """
         self._check_kv(kv, schedule)
-        state = RunState(mode=Mode.REPLAY, template_tokens=kv.template_tokens, replay_kv=kv)
+        state = RunState(mode=Mode.REPLAY, template_tokens=kv.template_tokens, replay_kv=kv, probe=probe)
         return self._denoise(request, schedule, prompt, state, None)
 
     def edit_image(self, kv: TemplateKV, prompt: str, request: EditRequest, schedule: Schedule) -> np.ndarray:

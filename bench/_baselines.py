@@ -1,0 +1,207 @@
+"""Baseline KV codecs for bench/codec.py, written from their published descriptions.
+
+Each ``roundtrip`` returns the encoded size in bytes and the decoded K/V, timing both halves.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+import zstandard
+
+from sakura.platform.codec import LevelSpec, decode_shard, encode_shard
+from sakura.platform.kv import KVPair, ShardKey
+
+_Z = zstandard.ZstdCompressor(level=9)
+_D = zstandard.ZstdDecompressor()
+
+
+@dataclass
+class Roundtrip:
+    nbytes: int
+    pair: KVPair
+    encode_s: float
+    decode_s: float
+
+
+class Method(Protocol):
+    name: str
+    description: str
+
+    def roundtrip(self, pair: KVPair, key: ShardKey, importance: np.ndarray, layers: int) -> Roundtrip: ...
+
+
+def _timed(fn: Callable[[], object]) -> tuple[object, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+@dataclass
+class SakuraLevel:
+    """SAKURA's own codec at a level; ``random_ranking`` makes it importance-blind."""
+
+    name: str
+    level: LevelSpec
+    random_ranking: bool = False
+    description: str = ""
+
+    def roundtrip(self, pair: KVPair, key: ShardKey, importance: np.ndarray, layers: int) -> Roundtrip:
+        scores = importance
+        if self.random_ranking:
+            seed = (key.layer + 1) * 1000 + (0 if key.step is None else key.step)
+            scores = np.random.default_rng(seed).random(importance.shape)
+        payload, enc = _timed(lambda: encode_shard(pair, self.level, scores))
+        out, dec = _timed(lambda: decode_shard(payload))
+        return Roundtrip(len(payload), out, enc, dec)
+
+
+def _minmax(x: np.ndarray, bits: int, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lo, hi = x.min(axis=axis, keepdims=True), x.max(axis=axis, keepdims=True)
+    scale = (hi - lo) / (2**bits - 1)
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float16)
+    codes = np.clip(np.rint((x - lo) / scale.astype(np.float32)), 0, 2**bits - 1).astype(np.uint8)
+    return codes, scale, lo.astype(np.float16)
+
+
+def _pack4(codes: np.ndarray) -> bytes:
+    flat = codes.ravel()
+    flat = np.concatenate([flat, np.zeros(len(flat) % 2, np.uint8)])
+    return (flat[0::2] | (flat[1::2] << 4)).tobytes()
+
+
+def _unpack4(data: bytes, n: int) -> np.ndarray:
+    b = np.frombuffer(data, np.uint8)
+    return np.stack([b & 15, b >> 4], axis=1).ravel()[:n]
+
+
+@dataclass
+class UniformInt8:
+    """Symmetric absmax int8 per (head, token) row with fp16 scales, then zstd."""
+
+    name: str = "int8"
+    description: str = "uniform int8, per-token absmax, zstd"
+
+    def roundtrip(self, pair: KVPair, key: ShardKey, importance: np.ndarray, layers: int) -> Roundtrip:
+        def enc() -> list[bytes]:
+            out = []
+            for x in (pair.k.astype(np.float32), pair.v.astype(np.float32)):
+                scale = (np.abs(x).max(axis=-1, keepdims=True) / 127.0).astype(np.float16)
+                scale = np.where(scale > 0, scale, np.float16(1.0))
+                out += [_Z.compress(np.rint(x / scale.astype(np.float32)).astype(np.int8).tobytes()), scale.tobytes()]
+            return out
+
+        def dec(blobs: list[bytes]) -> KVPair:
+            xs = []
+            for codes, scale in ((blobs[0], blobs[1]), (blobs[2], blobs[3])):
+                c = np.frombuffer(_D.decompress(codes), np.int8).reshape(pair.k.shape).astype(np.float32)
+                s = np.frombuffer(scale, np.float16).reshape(pair.k.shape[:2] + (1,)).astype(np.float32)
+                xs.append((c * s).astype(pair.k.dtype))
+            return KVPair(*xs)
+
+        blobs, enc_s = _timed(enc)
+        out, dec_s = _timed(lambda: dec(blobs))
+        return Roundtrip(sum(map(len, blobs)), out, enc_s, dec_s)
+
+
+@dataclass
+class KiviInt4:
+    """KIVI-style int4: keys per channel over groups of 64 tokens, values per token; zstd."""
+
+    name: str = "int4-kivi"
+    description: str = "uniform int4, K per-channel (64-token groups), V per-token, zstd"
+    group: int = 64
+
+    def roundtrip(self, pair: KVPair, key: ShardKey, importance: np.ndarray, layers: int) -> Roundtrip:
+        heads, tokens, dim = pair.k.shape
+
+        def enc() -> list[bytes]:
+            k = pair.k.astype(np.float32)
+            groups = [_minmax(k[:, g : g + self.group], 4, axis=1) for g in range(0, tokens, self.group)]
+            v_codes, v_scale, v_zero = _minmax(pair.v.astype(np.float32), 4, axis=2)
+            k_codes = np.concatenate([c for c, _, _ in groups], axis=1)
+            k_meta = b"".join(s.tobytes() + z.tobytes() for _, s, z in groups)
+            return [_Z.compress(_pack4(k_codes)), k_meta, _Z.compress(_pack4(v_codes)), v_scale.tobytes() + v_zero.tobytes()]
+
+        def dec(blobs: list[bytes]) -> KVPair:
+            n = heads * tokens * dim
+            k_codes = _unpack4(_D.decompress(blobs[0]), n).reshape(heads, tokens, dim).astype(np.float32)
+            meta = np.frombuffer(blobs[1], np.float16).astype(np.float32)
+            k = np.empty((heads, tokens, dim), np.float32)
+            per = heads * dim
+            for i, g in enumerate(range(0, tokens, self.group)):
+                s = meta[2 * i * per : (2 * i + 1) * per].reshape(heads, 1, dim)
+                z = meta[(2 * i + 1) * per : (2 * i + 2) * per].reshape(heads, 1, dim)
+                k[:, g : g + self.group] = k_codes[:, g : g + self.group] * s + z
+            v_codes = _unpack4(_D.decompress(blobs[2]), n).reshape(heads, tokens, dim).astype(np.float32)
+            vm = np.frombuffer(blobs[3], np.float16).astype(np.float32)
+            vs, vz = vm[: heads * tokens].reshape(heads, tokens, 1), vm[heads * tokens :].reshape(heads, tokens, 1)
+            return KVPair(k.astype(pair.k.dtype), (v_codes * vs + vz).astype(pair.k.dtype))
+
+        blobs, enc_s = _timed(enc)
+        out, dec_s = _timed(lambda: dec(blobs))
+        return Roundtrip(sum(map(len, blobs)), out, enc_s, dec_s)
+
+
+@dataclass
+class CacheGenStyle:
+    """CacheGen adapted to DiT template KV (Liu et al., SIGCOMM'24), from its description.
+
+    * token-wise locality: tokens in groups of 10; the group's first token (anchor) is coded
+      finely, the others as deltas from it;
+    * layer-wise quantisation: shallower layers get finer bins (three layer groups);
+    * arithmetic coding with a distribution per (layer, channel): sized here as the ideal
+      code length (empirical entropy per channel plus a 16-bit count per used symbol), which
+      is charitable to CacheGen (no coder overhead is charged; decode time excludes it).
+    """
+
+    name: str
+    bins: tuple[float, float, float]
+    description: str = "CacheGen-style: anchor+delta, layer-group bins, per-channel entropy coding"
+    group: int = 10
+    anchor_step: float = 1 / 64
+
+    def roundtrip(self, pair: KVPair, key: ShardKey, importance: np.ndarray, layers: int) -> Roundtrip:
+        step = self.bins[min(2, 3 * key.layer // max(1, layers))]
+        encoded, enc_s = _timed(lambda: [self._encode(x.astype(np.float32), step) for x in (pair.k, pair.v)])
+        out, dec_s = _timed(lambda: [self._decode(*e) for e in encoded])
+        nbytes = sum(self._size(e[0], e[1]) + e[2].nbytes + e[3].nbytes for e in encoded)
+        return Roundtrip(nbytes, KVPair(out[0].astype(pair.k.dtype), out[1].astype(pair.k.dtype)), enc_s, dec_s)
+
+    def _encode(self, x: np.ndarray, step: float):
+        heads, tokens, dim = x.shape
+        anchors_idx = np.arange(0, tokens, self.group)
+        std = x.std(axis=1, keepdims=True).astype(np.float16).astype(np.float32) + 1e-6
+        anchors = np.rint(x[:, anchors_idx] / (std * self.anchor_step)).astype(np.int32)
+        anchor_vals = anchors * (std * self.anchor_step)
+        ref = np.repeat(anchor_vals, self.group, axis=1)[:, :tokens]
+        deltas = np.rint((x - ref) / (std * step)).astype(np.int32)
+        deltas[:, anchors_idx] = 0
+        return anchors, deltas, std.astype(np.float16), np.array([step], np.float32)
+
+    def _decode(self, anchors, deltas, std16, step_arr) -> np.ndarray:
+        std, step = std16.astype(np.float32), float(step_arr[0])
+        tokens = deltas.shape[1]
+        anchor_vals = anchors * (std * self.anchor_step)
+        ref = np.repeat(anchor_vals, self.group, axis=1)[:, :tokens]
+        return ref + deltas * (std * step)
+
+    def _size(self, anchors: np.ndarray, deltas: np.ndarray) -> int:
+        mask = np.ones(deltas.shape[1], bool)
+        mask[:: self.group] = False
+        bits = _entropy_bits(anchors) + _entropy_bits(deltas[:, mask])
+        return int(np.ceil(bits / 8))
+
+
+def _entropy_bits(codes: np.ndarray) -> float:
+    """Ideal code length of (heads, tokens, dim) codes, one distribution per (head, channel), plus tables."""
+    total = 0.0
+    flat = codes.transpose(1, 0, 2).reshape(codes.shape[1], -1)
+    for c in range(flat.shape[1]):
+        _, counts = np.unique(flat[:, c], return_counts=True)
+        p = counts / counts.sum()
+        total += float(-(counts * np.log2(p)).sum()) + 16 * len(counts)
+    return total

@@ -1,0 +1,92 @@
+"""Encode one shard's K and V at a level; decode any payload back to K and V."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sakura.platform.codec import quant
+from sakura.platform.codec.format import (
+    DTYPE_CODES,
+    KIND_LOSSLESS,
+    KIND_QUANTIZED,
+    ShardHeader,
+    read_payload,
+    write_payload,
+)
+from sakura.platform.codec.levels import LevelSpec
+from sakura.platform.errors import CodecError
+from sakura.platform.importance import key_norm_scores
+from sakura.platform.kv import KVPair
+
+
+def encode_shard(pair: KVPair, level: LevelSpec, importance: np.ndarray | None = None) -> bytes:
+    """Encode K and V of shape (heads, tokens, head_dim) at ``level``.
+
+    ``importance`` scores each (head, token) row, higher is more important; without it the
+    rows are ranked by key norm (see :mod:`sakura.platform.importance`).
+    """
+    dtype = pair.k.dtype
+    if dtype not in DTYPE_CODES:
+        raise CodecError(f"cannot encode dtype {dtype}; use float16 or float32")
+    heads, tokens, head_dim = pair.k.shape
+    if level.lossless:
+        header = ShardHeader(dtype, KIND_LOSSLESS, False, heads, tokens, head_dim, 1.0, level.name, ())
+        sections = [np.ascontiguousarray(pair.k).tobytes(), np.ascontiguousarray(pair.v).tobytes()]
+        return write_payload(header, sections, level.zstd_level)
+    if not (np.isfinite(pair.k).all() and np.isfinite(pair.v).all()):
+        raise CodecError("cannot quantise non-finite K/V values")
+    scores = key_norm_scores(pair.k) if importance is None else np.asarray(importance, dtype=np.float32)
+    if scores.shape != (heads, tokens):
+        raise CodecError(f"importance has shape {scores.shape}, expected {(heads, tokens)}")
+    classes = quant.assign_classes(scores, [c.fraction for c in level.classes])
+    class_bits = np.array([c.bits for c in level.classes], dtype=np.float32)
+    row_step = quant.step_ratio(class_bits, level.kappa)[classes]
+    rotated = level.rotate and quant.can_rotate(head_dim)
+    stats, planes = [], []
+    for x in (pair.k, pair.v):
+        x = x.astype(np.float32)
+        if rotated:
+            x = x @ quant.hadamard(head_dim)
+        mean, std = quant.channel_stats(x)
+        stats += [mean, std]
+        planes += quant.to_planes(quant.quantize(x, mean, std, row_step))
+    header = ShardHeader(dtype, KIND_QUANTIZED, rotated, heads, tokens, head_dim, float(level.kappa), level.name,
+                         tuple(float(b) for b in class_bits))
+    sections = [np.concatenate([s.ravel() for s in stats]).astype("<f4").tobytes(), classes.tobytes(),
+                *(p.tobytes() for p in planes)]
+    return write_payload(header, sections, level.zstd_level)
+
+
+def decode_shard(data: bytes, *, expected_shape: tuple[int, int, int] | None = None) -> KVPair:
+    """Decode a payload. Any malformed, truncated or hostile input raises :class:`CodecError`."""
+    try:
+        header, sections = read_payload(data)
+        if expected_shape is not None and header.shape != tuple(expected_shape):
+            raise CodecError(f"shard has shape {header.shape}, expected {tuple(expected_shape)}")
+        if header.kind == KIND_LOSSLESS:
+            k, v = (np.frombuffer(s, dtype=header.dtype.newbyteorder("<")).reshape(header.shape) for s in sections)
+            return KVPair(k.astype(header.dtype), v.astype(header.dtype))
+        return _dequantize(header, sections)
+    except CodecError:
+        raise
+    except Exception as exc:  # a safety net: no other exception type may escape the decoder
+        raise CodecError(f"malformed shard payload: {type(exc).__name__}: {exc}") from None
+
+
+def _dequantize(header: ShardHeader, sections: list[bytes]) -> KVPair:
+    heads, tokens, head_dim = header.shape
+    stats = np.frombuffer(sections[0], dtype="<f4").reshape(4, heads, head_dim)
+    if not np.isfinite(stats).all() or (stats[1] <= 0).any() or (stats[3] <= 0).any():
+        raise CodecError("shard statistics are not finite and positive")
+    classes = np.frombuffer(sections[1], dtype=np.uint8).reshape(heads, tokens)
+    if int(classes.max()) >= len(header.class_bits):
+        raise CodecError("a row refers to a precision class the shard does not define")
+    row_step = quant.step_ratio(np.array(header.class_bits, dtype=np.float32), header.kappa)[classes]
+    planes = [np.frombuffer(s, dtype=np.uint8).reshape(header.shape) for s in sections[2:]]
+    out = []
+    for i, (low, high) in enumerate(((planes[0], planes[1]), (planes[2], planes[3]))):
+        x = quant.dequantize(quant.from_planes(low, high), stats[2 * i], stats[2 * i + 1], row_step)
+        if header.rotated:
+            x = x @ quant.hadamard(head_dim).T
+        out.append(x.astype(header.dtype))
+    return KVPair(out[0], out[1])
