@@ -65,8 +65,13 @@ def decode_shard(data: bytes, *, expected_shape: tuple[int, int, int] | None = N
             raise CodecError(f"shard has shape {header.shape}, expected {tuple(expected_shape)}")
         if header.kind == KIND_LOSSLESS:
             k, v = (np.frombuffer(s, dtype=header.dtype.newbyteorder("<")).reshape(header.shape) for s in sections)
-            return KVPair(k.astype(header.dtype), v.astype(header.dtype))
-        return _dequantize(header, sections)
+            pair = KVPair(k.astype(header.dtype), v.astype(header.dtype))
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                pair = _dequantize(header, sections)
+        if not (np.isfinite(pair.k).all() and np.isfinite(pair.v).all()):
+            raise CodecError("shard decodes to non-finite values")
+        return pair
     except CodecError:
         raise
     except Exception as exc:  # a safety net: no other exception type may escape the decoder

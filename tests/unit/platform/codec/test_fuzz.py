@@ -1,0 +1,104 @@
+"""Property-based fuzzing of the decoder: only CodecError, never a crash, hang or huge allocation.
+
+10,000+ cases per run: random byte strings, and mutations of valid payloads (bit flips, byte
+overwrites, insertions, deletions, truncations, header-field rewrites), each both with the
+original checksum and re-signed so the mutation reaches the parser behind the checksum.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sakura.platform.codec import decode_shard, default_levels, encode_shard
+from sakura.platform.codec.format import HEADER
+from sakura.platform.errors import CodecError
+from tests.unit.platform.codec.conftest import make_pair, resign
+
+SEEDS = [
+    encode_shard(make_pair(2, 6, 4, seed=1), default_levels()["compact"]),
+    encode_shard(make_pair(2, 6, 4, seed=2), default_levels()["medium"]),
+    encode_shard(make_pair(1, 5, 3, seed=3), default_levels()["full"]),
+]
+FUZZ = settings(max_examples=4000, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _decodes_or_codec_error(data: bytes) -> None:
+    try:
+        out = decode_shard(data)
+    except CodecError:
+        return
+    assert out.k.shape == out.v.shape and out.k.size <= 1 << 25
+
+
+@FUZZ
+@given(st.binary(min_size=0, max_size=600), st.booleans())
+def test_random_bytes(data, with_magic):
+    if with_magic:
+        data = resign(b"SKKV\x01\x00" + data + b"\0" * 32)
+    _decodes_or_codec_error(data)
+
+
+mutation = st.one_of(
+    st.tuples(st.just("flip"), st.integers(0, 10_000), st.integers(0, 7)),
+    st.tuples(st.just("set"), st.integers(0, 10_000), st.integers(0, 255)),
+    st.tuples(st.just("insert"), st.integers(0, 10_000), st.binary(min_size=1, max_size=16)),
+    st.tuples(st.just("delete"), st.integers(0, 10_000), st.integers(1, 64)),
+    st.tuples(st.just("truncate"), st.integers(0, 10_000), st.just(0)),
+    st.tuples(st.just("field"), st.integers(0, 11), st.integers(0, 2**32 - 1)),
+)
+FIELD_CODES = ["4s", "H", "B", "B", "B", "B", "B", "B", "I", "I", "I", "f"]
+
+
+def _mutate(payload: bytes, op: tuple) -> bytes:
+    kind, at, arg = op
+    data = bytearray(payload)
+    if not data and kind != "insert":
+        return payload
+    at %= max(1, len(data))
+    if kind == "flip":
+        data[at] ^= 1 << arg
+    elif kind == "set":
+        data[at] = arg
+    elif kind == "insert":
+        data[at:at] = arg
+    elif kind == "delete":
+        del data[at : at + arg]
+    elif kind == "truncate":
+        del data[at:]
+    elif len(data) >= HEADER.size:
+        fields = list(HEADER.unpack_from(data, 0))
+        index = at % len(FIELD_CODES)
+        fields[index] = _fit(FIELD_CODES[index], arg)
+        data[: HEADER.size] = HEADER.pack(*fields)
+    return bytes(data)
+
+
+def _fit(code: str, value: int):
+    if code == "4s":
+        return value.to_bytes(4, "little")
+    if code == "f":
+        return struct.unpack("<f", value.to_bytes(4, "little"))[0]
+    bits = {"B": 8, "H": 16, "I": 32}[code]
+    return value % (1 << bits)
+
+
+@FUZZ
+@given(st.sampled_from(range(len(SEEDS))), st.lists(mutation, min_size=1, max_size=4), st.booleans())
+def test_mutations_of_valid_payloads(seed, ops, sign):
+    data = SEEDS[seed]
+    for op in ops:
+        data = _mutate(data, op)
+    _decodes_or_codec_error(resign(data) if sign and len(data) >= 32 else data)
+
+
+@FUZZ
+@given(st.sampled_from(range(len(SEEDS))), st.integers(0, 10_000), st.binary(min_size=1, max_size=64))
+def test_overwritten_section_bodies(seed, at, junk):
+    data = bytearray(SEEDS[seed][:-32])
+    start = HEADER.size + (at % max(1, len(data) - HEADER.size))
+    data[start : start + len(junk)] = junk
+    _decodes_or_codec_error(resign(bytes(data) + b"\0" * 32))
