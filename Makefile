@@ -18,9 +18,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/sakura spec check examples/templates.yaml
-	$(VENV)/bin/sakura models verify tiny-flux
-	$(VENV)/bin/sakura models verify tiny-sd3
+	$(VENV)/bin/sakura demo --out demo-out
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -10,7 +10,22 @@ from typing import Sequence
 from sakura.platform.errors import SakuraError
 
 
+#: Commands that are whole programs of their own; their flags are theirs (`sakura build --help`).
+DELEGATED = {
+    "build": "sakura.jobs.build",
+    "demo": "sakura.demo",
+    "train-reference": "sakura.jobs.train_reference",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        try:
+            return _delegate(DELEGATED[argv[0]], argv[1:])
+        except SakuraError as exc:
+            print(f"sakura: error: {exc}", file=sys.stderr)
+            return 1
     parser = _parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
@@ -39,11 +54,22 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.set_defaults(run=_models_verify)
 
+    commands.add_parser("demo", help="run the end-to-end demo on the embedded default")
+    commands.add_parser("build", help="build and publish a template library (a Ray job)")
+    commands.add_parser("train-reference", help="train the reference editing model (a Ray job)")
+
     spec = commands.add_parser("spec", help="template spec files").add_subparsers(title="spec")
     check = spec.add_parser("check", help="validate a template spec file")
     check.add_argument("path")
     check.set_defaults(run=_spec_check)
     return parser
+
+
+def _delegate(module: str, argv: list[str]) -> int:
+    """Run a job module's own ``main`` (its flags are documented by ``--help`` there)."""
+    import importlib
+
+    return int(importlib.import_module(module).main(argv) or 0)
 
 
 def _models_list(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ def test_unknown_model_exits_with_a_clear_message(capsys):
 
 def test_spec_check(capsys, tmp_path):
     assert main(["spec", "check", str(EXAMPLES)]) == 0
-    assert "face-astronaut" in capsys.readouterr().out
+    assert "face-lfw85" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     bad.write_text("templates:\n  - id: x\n    task: nope\n    image: skimage:brick\n    prompt: p\n")
     assert main(["spec", "check", str(bad)]) == 1

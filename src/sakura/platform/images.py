@@ -1,7 +1,8 @@
 """Loading template and request images: files on disk, or sample images that scikit-image ships.
 
 A reference ``skimage:NAME`` names one of scikit-image's bundled sample images (``astronaut``,
-``brick``, ``coffee``...), so examples and tests use real photos without any download.
+``brick``, ``coffee``...) and ``skimage:lfw_subset/I`` the I-th image of its LFW subset (0-99
+are faces), so examples and tests use real photos without any download.
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ BUNDLED_SKIMAGE = frozenset({
 })
 
 
+LFW_PREFIX = "lfw_subset/"
+LFW_COUNT = 200
+
+
 def image_ref_exists(ref: str, base_dir: Path | None = None) -> bool:
     if ref.startswith(SKIMAGE_SCHEME):
-        return ref[len(SKIMAGE_SCHEME):] in BUNDLED_SKIMAGE
+        name = ref[len(SKIMAGE_SCHEME):]
+        return name in BUNDLED_SKIMAGE or _lfw_index(name) is not None
     return _resolve(ref, base_dir).is_file()
 
 
@@ -64,7 +70,21 @@ def fit_image(image: np.ndarray, resolution: int) -> np.ndarray:
     return np.clip(out, 0.0, 1.0).astype(np.float32)
 
 
+def _lfw_index(name: str) -> int | None:
+    if not name.startswith(LFW_PREFIX):
+        return None
+    digits = name[len(LFW_PREFIX):]
+    if not digits.isdigit() or len(digits) > 3 or int(digits) >= LFW_COUNT:
+        return None
+    return int(digits)
+
+
 def _load_skimage(name: str) -> np.ndarray:
+    index = _lfw_index(name)
+    if index is not None:
+        from skimage import data
+
+        return data.lfw_subset()[index]
     if name not in BUNDLED_SKIMAGE:
         raise ImageError(f"unknown bundled image {SKIMAGE_SCHEME}{name}; choose one of {sorted(BUNDLED_SKIMAGE)}")
     from skimage import data

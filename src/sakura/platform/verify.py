@@ -20,7 +20,7 @@ from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template
 #: ``exact`` means the replayed output is within this relative L2 distance of the full one.
 EXACT_REL_L2 = 1e-5
 
-VERIFY_TEMPLATE = ("skimage:brick", "a brick wall texture")
+VERIFY_TEMPLATE = ("skimage:brick", "a brick wall texture", "try_on")
 CALIBRATION_REQUEST = ("skimage:astronaut", 1)
 CHECK_REQUEST = ("skimage:coffee", 2)
 
@@ -53,7 +53,7 @@ def verify_model(name_or_path: str, *, steps: int = 4, repeats: int = 3) -> Veri
 def verify_adapter(adapter: ModelAdapter, *, steps: int = 4, repeats: int = 3) -> VerifyReport:
     schedule = Schedule(steps=steps)
     res = adapter.resolution
-    template = Template(fit_image(load_image(VERIFY_TEMPLATE[0]), res), VERIFY_TEMPLATE[1])
+    template = Template(fit_image(load_image(VERIFY_TEMPLATE[0]), res), VERIFY_TEMPLATE[1], VERIFY_TEMPLATE[2])
     calibration = EditRequest(fit_image(load_image(CALIBRATION_REQUEST[0]), res), seed=CALIBRATION_REQUEST[1])
     request = EditRequest(fit_image(load_image(CHECK_REQUEST[0]), res), seed=CHECK_REQUEST[1])
 

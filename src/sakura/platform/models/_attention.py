@@ -69,6 +69,8 @@ class RunState:
     #: When set in REPLAY mode, receives each shard's queries and request keys/values (for
     #: measuring attention-output error of compressed KV offline).
     probe: dict[ShardKey, "AttentionProbe"] | None = None
+    #: How many steps' masses were summed into ``record_mass`` per shard (step-independent KV).
+    mass_counts: dict[ShardKey, int] = field(default_factory=dict)
     _replay_cache: dict[ShardKey, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
 
     @property
@@ -120,7 +122,7 @@ def template_attention(
     tpl = slice(tpl_start, tpl_start + state.template_tokens)
     if tpl.stop > key.shape[2]:
         raise ModelError(f"template span {tpl} exceeds the sequence length {key.shape[2]}")
-    if state.record_kv is not None:
+    if state.record_kv is not None and shard not in state.record_kv:
         if key.shape[0] != 1:
             raise ModelError("capture runs with batch size 1")
         state.record_kv[shard] = KVPair(k=_to_numpy(key[0, :, tpl]), v=_to_numpy(value[0, :, tpl]))
@@ -144,7 +146,11 @@ def _capture_attention(
     # Template queries see only template keys, so template KV never depends on the request.
     out_tpl = F.scaled_dot_product_attention(query[:, :, tpl], k_tpl, v_tpl)
     if state.record_mass is not None:
-        state.record_mass[shard] = _template_mass(q_req, key, tpl)
+        mass = _template_mass(q_req, key, tpl)
+        if shard in state.record_mass:
+            mass = mass + state.record_mass[shard]
+            state.mass_counts[shard] = state.mass_counts.get(shard, 1) + 1
+        state.record_mass[shard] = mass
     return torch.cat([out_req[:, :, : tpl.start], out_tpl, out_req[:, :, tpl.start :]], dim=2)
 
 

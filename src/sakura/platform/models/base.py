@@ -45,10 +45,12 @@ class Schedule:
 
 @dataclass(frozen=True)
 class Template:
-    """What a template contributes: its reference image (HxWx3 floats in [0, 1]) and its prompt."""
+    """What a template contributes: its reference image (HxWx3 floats in [0, 1]), its prompt
+    and its task (``face_swap``, ``try_on``, ``style_transfer`` or ``custom``)."""
 
     image: np.ndarray
     prompt: str
+    task: str = "custom"
 
 
 @dataclass(frozen=True)
@@ -105,12 +107,16 @@ class ModelAdapter(abc.ABC):
         """The model-native latent of an image (request or template)."""
 
     @abc.abstractmethod
-    def _prompt_condition(self, prompt: str) -> Any:
-        """Whatever the model needs from the prompt (text tokens, pooled embedding)."""
+    def _condition(self, prompt: str, request: EditRequest) -> Any:
+        """What the request side needs besides the latent (prompt embeddings, the user image)."""
 
     @abc.abstractmethod
-    def _velocity(self, x: torch.Tensor, sigma: float, cond: Any, template: torch.Tensor | None) -> torch.Tensor:
+    def _velocity(self, x: torch.Tensor, sigma: float, cond: Any, template: Any | None) -> torch.Tensor:
         """One model call: the flow velocity for latent ``x`` at noise level ``sigma``."""
+
+    def _template_input(self, template: Template) -> Any:
+        """What the model needs of the template (its latent, by default)."""
+        return self._image_latent(template.image, template=True)
 
     @abc.abstractmethod
     def info(self) -> ModelInfo: ...
@@ -136,7 +142,7 @@ class ModelAdapter(abc.ABC):
         """Run the loop over template + calibration request tokens, recording template KV and mass."""
         kv: dict[ShardKey, KVPair] = {}
         mass: dict[ShardKey, np.ndarray] = {}
-        tpl = self._image_latent(template.image, template=True)
+        tpl = self._template_input(template)
         state = RunState(
             mode=Mode.CAPTURE if masked else Mode.UNMASKED,
             template_tokens=self._template_token_count(tpl),
@@ -144,11 +150,13 @@ class ModelAdapter(abc.ABC):
             record_mass=mass if masked else None,
         )
         output = self._denoise(request, schedule, template.prompt, state, tpl)
+        for key, count in state.mass_counts.items():  # step-independent shards: mean over steps
+            mass[key] = mass[key] / count
         return CaptureResult(TemplateKV(self.fingerprint, kv), mass, output)
 
     def full(self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True) -> torch.Tensor:
         """The reference: compute the template tokens alongside the request, as a phone without a cache would."""
-        tpl = self._image_latent(template.image, template=True)
+        tpl = self._template_input(template)
         mode = Mode.CAPTURE if masked else Mode.UNMASKED
         state = RunState(mode=mode, template_tokens=self._template_token_count(tpl))
         return self._denoise(request, schedule, template.prompt, state, tpl)
@@ -175,9 +183,9 @@ class ModelAdapter(abc.ABC):
 
     # -- shared machinery ----------------------------------------------------------------
     def _denoise(
-        self, request: EditRequest, schedule: Schedule, prompt: str, state: RunState, template: torch.Tensor | None
+        self, request: EditRequest, schedule: Schedule, prompt: str, state: RunState, template: Any | None
     ) -> torch.Tensor:
-        cond = self._prompt_condition(prompt)
+        cond = self._condition(prompt, request)
         x0 = self._image_latent(request.image, template=False)
         generator = torch.Generator().manual_seed(int(request.seed))
         noise = torch.randn(x0.shape, generator=generator, dtype=torch.float32).to(x0.dtype)
@@ -202,8 +210,8 @@ class ModelAdapter(abc.ABC):
     def _current_state(self) -> RunState | None:
         return self._state.get()
 
-    def _template_token_count(self, template_latent: torch.Tensor) -> int:
-        return int(template_latent.shape[1])
+    def _template_token_count(self, template_input: Any) -> int:
+        return int(template_input.shape[1])
 
     def _check_kv(self, kv: TemplateKV, schedule: Schedule) -> None:
         if kv.model_fingerprint != self.fingerprint:
@@ -219,8 +227,11 @@ class ModelAdapter(abc.ABC):
 def model_fingerprint(model: torch.nn.Module, extra: dict[str, Any]) -> str:
     """sha256 over the adapter scheme, the model's config and every parameter and buffer."""
     h = hashlib.sha256()
-    config = dict(getattr(model, "config", {}) or {})
-    h.update(json.dumps({"config": config, "extra": extra}, sort_keys=True, default=str).encode())
+    # diffusers' private config keys (library version, load path, the *set* of defaulted keys,
+    # whose order changes from process to process) say nothing about the model itself.
+    config = {k: v for k, v in dict(getattr(model, "config", {}) or {}).items() if not k.startswith("_")}
+    identity = {"class": type(model).__name__, "config": config, "extra": extra}
+    h.update(json.dumps(identity, sort_keys=True, default=str).encode())
     for name, tensor in sorted(model.state_dict().items()):
         t = tensor.detach().cpu().contiguous()
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())

@@ -17,7 +17,7 @@ import torch
 from sakura.platform.models._attention import template_attention
 from sakura.platform.models._pixels import PixelCodec
 from sakura.platform.models._prompts import HashedPromptEncoder
-from sakura.platform.models.base import ModelAdapter, ModelInfo, to_unit_image
+from sakura.platform.models.base import EditRequest, ModelAdapter, ModelInfo, to_unit_image
 
 
 class FluxTemplateProcessor:
@@ -114,7 +114,7 @@ class FluxAdapter(ModelAdapter):
         ids[..., 2] = torch.arange(g)[None, :]
         return ids.reshape(-1, 3)
 
-    def _prompt_condition(self, prompt: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def _condition(self, prompt: str, request: EditRequest) -> tuple[torch.Tensor, torch.Tensor]:
         text, pooled = self.prompts.encode(prompt)
         return text.to(self._dtype), pooled.to(self._dtype)
 

@@ -30,6 +30,8 @@ class NamedModel:
     #: Scale of the seeded weights relative to PyTorch's default init. Random DiTs at the
     #: default scale barely look at the template; twice the scale makes its effect measurable.
     init_gain: float = 2.0
+    #: Denoising steps a library is built for (step-dependent models need one shard per step).
+    default_steps: int = 4
 
 
 _NAMED: dict[str, NamedModel] = {}
@@ -70,15 +72,29 @@ def named_models() -> dict[str, NamedModel]:
     return dict(_NAMED)
 
 
+REFERENCE_DEFAULT_STEPS = 8
+
+
+def default_steps(name: str) -> int:
+    """The denoising steps a model's libraries are built for unless told otherwise."""
+    if name == "reference":
+        return REFERENCE_DEFAULT_STEPS
+    return _NAMED[name].default_steps if name in _NAMED else 4
+
+
 def load_model(name_or_path: str, *, dtype: torch.dtype = torch.float32) -> ModelAdapter:
-    """A ready adapter for a named config or a local diffusers checkpoint directory."""
+    """A ready adapter for a named config, the trained ``reference`` model, or a checkpoint directory."""
+    if name_or_path == "reference":
+        from sakura.platform.models.reference import load_reference
+
+        return load_reference()
     if name_or_path in _NAMED:
         return _build_named(_NAMED[name_or_path], dtype)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return _load_checkpoint(path, dtype)
     raise UnknownModel(
-        f"unknown model {name_or_path!r}: not a named model ({', '.join(sorted(_NAMED))}) "
+        f"unknown model {name_or_path!r}: not a named model ({', '.join(sorted(_NAMED))}, reference) "
         "nor a diffusers checkpoint directory"
     )
 

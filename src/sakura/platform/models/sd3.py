@@ -19,7 +19,7 @@ import torch
 from sakura.platform.models._attention import template_attention
 from sakura.platform.models._pixels import PixelCodec
 from sakura.platform.models._prompts import HashedPromptEncoder
-from sakura.platform.models.base import ModelAdapter, ModelInfo, to_unit_image
+from sakura.platform.models.base import EditRequest, ModelAdapter, ModelInfo, to_unit_image
 
 
 class SD3TemplateProcessor:
@@ -133,7 +133,7 @@ class SD3Adapter(ModelAdapter):
         cells = self.codec.encode(to_unit_image(image))
         return cells.permute(2, 0, 1).unsqueeze(0).to(self._dtype)
 
-    def _prompt_condition(self, prompt: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def _condition(self, prompt: str, request: EditRequest) -> tuple[torch.Tensor, torch.Tensor]:
         text, pooled = self.prompts.encode(prompt)
         return text.to(self._dtype), pooled.to(self._dtype)
 

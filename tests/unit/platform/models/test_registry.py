@@ -60,3 +60,17 @@ def test_schedule_rejects_bad_values():
         Schedule(steps=0)
     with pytest.raises(ModelError):
         Schedule(steps=4, strength=1.5)
+
+
+def test_fingerprint_is_stable_across_processes():
+    """Hash randomisation must not leak into it (diffusers keeps a set in its config)."""
+    import subprocess
+    import sys
+
+    code = "from sakura.platform.models import load_model; print(load_model('tiny-sd3').fingerprint)"
+    prints = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout.strip()
+        for seed in ("1", "2", "3")
+    }
+    assert len(prints) == 1 and len(next(iter(prints))) == 64

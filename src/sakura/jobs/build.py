@@ -1,0 +1,178 @@
+"""``sakura build`` / ``python -m sakura.jobs.build``: build and publish a template library on Ray.
+
+    sakura build --spec examples/templates.yaml --model tiny-flux --store file://./sakura-data
+    ray job submit -- python -m sakura.jobs.build --spec ... --store s3://bucket/prefix
+
+Everything is checked before anything is written (spec, model, every store). Templates whose
+content hash matches a published version are skipped; the others fan out over an actor pool
+(one model per actor) that captures, scores, encodes and writes level files, and the driver
+publishes each version with a create-only manifest. Idempotent, and safe to kill at any point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sakura.jobs.builder import BuildJob, BuildOutcome, BuildSettings, TemplateBuilder, content_hash
+from sakura.jobs.progress import Progress
+from sakura.platform.codec import default_levels
+from sakura.platform.errors import SakuraError
+from sakura.platform.library import TemplateLibrary
+from sakura.platform.models import load_model
+from sakura.platform.models.registry import default_steps
+from sakura.platform.spec import TemplateSpec, load_spec
+from sakura.platform.store import ObjectStore, StoreError, open_store
+
+
+@dataclass
+class Row:
+    template_id: str
+    status: str
+    version: int | None = None
+    level_bytes: dict[str, int] | None = None
+    kv_bytes_fp16: int = 0
+    seconds: float = 0.0
+    error: str = ""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="sakura build", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--spec", required=True, type=Path, help="template spec YAML")
+    p.add_argument("--model", required=True, help="named model or diffusers checkpoint directory")
+    p.add_argument("--store", default="file://./sakura-data", help="library root: file://DIR or s3://bucket/prefix")
+    p.add_argument("--tier", action="append", default=[], metavar="LEVEL=URI",
+                   help="put a level's files on another store (repeatable), e.g. full=s3://cold/lib")
+    p.add_argument("--steps", type=int, help="denoising steps the library is built for (default: the model's)")
+    p.add_argument("--calibration", type=int, default=2, help="calibration requests per template")
+    p.add_argument("--workers", type=int, default=1, help="Ray actors (one model each)")
+    p.add_argument("--cpus-per-worker", type=float, default=1.0)
+    p.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per actor (clusters with GPUs)")
+    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"), help="default: start a local Ray")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        spec, settings, library, fingerprint = preflight(args)
+    except SakuraError as exc:
+        print(f"sakura build: error: {exc}", file=sys.stderr)
+        return 2
+    rows, jobs = plan(spec, settings, library, fingerprint)
+    progress = Progress([e.id for e in spec.templates])
+    for row in rows:
+        progress.update(row.template_id, f"unchanged (v{row.version})", done=True)
+    if jobs:
+        rows += run_jobs(args, settings, library, jobs, progress)
+    progress.close()
+    print_summary(rows)
+    return 1 if any(r.status == "failed" for r in rows) else 0
+
+
+def preflight(args: argparse.Namespace) -> tuple[TemplateSpec, BuildSettings, TemplateLibrary, str]:
+    """Validate spec, model and stores; nothing is written if any of them is wrong."""
+    spec = load_spec(args.spec)
+    adapter = load_model(args.model)
+    for entry in spec.templates:
+        if entry.resolution is not None and entry.resolution != adapter.resolution:
+            raise SakuraError(f"{args.spec}: template {entry.id!r}: field 'resolution': {entry.resolution} does not "
+                              f"match model {args.model!r} ({adapter.resolution})")
+    tiers = dict(_parse_tier(t) for t in args.tier)
+    levels = tuple(default_levels().values())
+    unknown = set(tiers) - {lv.name for lv in levels}
+    if unknown:
+        raise SakuraError(f"--tier names unknown levels {sorted(unknown)}")
+    stores: dict[str, ObjectStore] = {}
+    for uri in {args.store, *tiers.values()}:
+        try:
+            stores[uri] = open_store(uri)
+            stores[uri].check_reachable()
+        except StoreError as exc:
+            raise SakuraError(f"store {uri} is not usable: {exc}") from None
+    settings = BuildSettings(model=args.model, levels=levels, steps=args.steps or default_steps(args.model),
+                             calibration=args.calibration, store=args.store, tiers=tuple(sorted(tiers.items())))
+    library = TemplateLibrary(stores[args.store], {lv: stores[uri] for lv, uri in tiers.items()})
+    return spec, settings, library, adapter.fingerprint
+
+
+def plan(spec: TemplateSpec, settings: BuildSettings, library: TemplateLibrary, fingerprint: str) -> tuple[list[Row], list[BuildJob]]:
+    rows, jobs = [], []
+    for entry in spec.templates:
+        digest = content_hash(entry, spec.base_dir, fingerprint, settings)
+        existing = library.find_by_hash(entry.id, digest)
+        if existing is not None:
+            rows.append(Row(entry.id, "unchanged", existing))
+            continue
+        library.clean_orphans(entry.id, levels=[lv.name for lv in settings.levels])
+        jobs.append(BuildJob(entry, str(spec.base_dir), library.claim_version(entry.id, digest), digest))
+    return rows, jobs
+
+
+def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list[BuildJob], progress: Progress) -> list[Row]:
+    """Fan jobs out over a pool of builder actors; a job whose actor dies is reported, not retried."""
+    import ray
+
+    ray.init(address=args.ray_address, include_dashboard=False, logging_level="WARNING",
+             log_to_driver=False, ignore_reinit_error=True)
+    builder = ray.remote(TemplateBuilder).options(num_cpus=args.cpus_per_worker, num_gpus=args.num_gpus)
+    rows, queue, running = [], list(jobs), {}
+    try:
+        idle = [builder.remote(settings) for _ in range(max(1, min(args.workers, len(jobs))))]
+        while queue or running:
+            while queue and idle:
+                job, actor = queue.pop(0), idle.pop()
+                progress.update(job.entry.id, f"building v{job.version}")
+                running[actor.build.remote(job)] = (job, actor)
+            (done,), _ = ray.wait(list(running), num_returns=1)
+            job, actor = running.pop(done)
+            try:
+                outcome: BuildOutcome = ray.get(done)
+            except Exception as exc:  # the build raised, or its actor died
+                progress.update(job.entry.id, "failed", done=True)
+                rows.append(Row(job.entry.id, "failed", job.version, error=_first_line(exc)))
+                idle.append(builder.remote(settings) if isinstance(exc, ray.exceptions.RayActorError) else actor)
+                continue
+            idle.append(actor)
+            library.publish(outcome.manifest)
+            progress.update(job.entry.id, f"published v{outcome.version} ({outcome.seconds:.1f} s)", done=True)
+            rows.append(Row(job.entry.id, "published", outcome.version, outcome.level_bytes,
+                            outcome.manifest.kv_bytes_fp16, outcome.seconds))
+    finally:
+        ray.shutdown()
+    return rows
+
+
+def print_summary(rows: list[Row]) -> None:
+    published = [r for r in rows if r.status == "published"]
+    levels = list(published[0].level_bytes) if published else []
+    print(f"{'template':24s} {'status':10s} {'version':>7s} " + " ".join(f"{n:>10s} {'x fp16':>6s}" for n in levels)
+          + f" {'seconds':>8s}")
+    for r in sorted(rows, key=lambda r: r.template_id):
+        sizes = r.level_bytes or {}
+        cells = " ".join(f"{sizes[n]:10d} {r.kv_bytes_fp16 / sizes[n]:6.2f}" if n in sizes else f"{'-':>10s} {'':6s}"
+                         for n in levels)
+        print(f"{r.template_id:24s} {r.status:10s} {r.version or '-':>7} {cells} {r.seconds:8.1f}"
+              + (f"  {r.error}" if r.error else ""))
+    if rows and all(r.status == "unchanged" for r in rows):
+        print("nothing new to publish: every template matches a published version")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:200]
+
+
+def _parse_tier(text: str) -> tuple[str, str]:
+    level, sep, uri = text.partition("=")
+    if not sep or not level or not uri:
+        raise SakuraError(f"--tier expects LEVEL=URI, got {text!r}")
+    return level, uri
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Build one template: capture its KV, score importance, encode every level, write the files.
+
+Plain Python (no Ray): the build job runs one :class:`TemplateBuilder` per Ray actor, and tests
+run it directly. Publishing (the manifest) is the driver's job, after every file is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+
+from sakura.platform import layout
+from sakura.platform.codec import LevelSpec, encode_shard
+from sakura.platform.images import fit_image, image_bytes_identity, load_image
+from sakura.platform.importance import from_attention
+from sakura.platform.levelfile import ShardRow, build_level_file
+from sakura.platform.manifest import LevelEntry, Manifest, ModelRef, ScheduleRef, ShardEntry, TokenLayout
+from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template, load_model
+from sakura.platform.spec import TemplateEntry
+from sakura.platform.store import ObjectStore, open_store
+
+#: Calibration photos (user-side images whose attention ranks template tokens), per task.
+CALIBRATION = {
+    "face_swap": ["skimage:lfw_subset/90", "skimage:lfw_subset/91", "skimage:lfw_subset/92"],
+    "default": ["skimage:chelsea", "skimage:rocket", "skimage:astronaut"],
+}
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """Everything besides the template that determines a build's bytes (part of the content hash)."""
+
+    model: str
+    levels: tuple[LevelSpec, ...]
+    steps: int
+    strength: float = 1.0
+    calibration: int = 2
+    store: str = ""
+    tiers: tuple[tuple[str, str], ...] = ()
+
+    def tier_uri(self, level: str) -> str:
+        return dict(self.tiers).get(level, self.store)
+
+    def hash_material(self) -> dict:
+        return {"levels": [lv.model_dump(mode="json") for lv in self.levels], "steps": self.steps,
+                "strength": self.strength, "calibration": self.calibration, "format": 1}
+
+
+@dataclass
+class BuildJob:
+    entry: TemplateEntry
+    base_dir: str
+    version: int
+    content_hash: str
+
+
+@dataclass
+class BuildOutcome:
+    template_id: str
+    version: int
+    manifest: Manifest
+    seconds: float
+    level_bytes: dict[str, int] = field(default_factory=dict)
+
+
+def content_hash(entry: TemplateEntry, base_dir, fingerprint: str, settings: BuildSettings) -> str:
+    """sha256 of the spec entry, the image's bytes, the model fingerprint and the codec settings."""
+    h = hashlib.sha256()
+    h.update(json.dumps(entry.model_dump(mode="json"), sort_keys=True).encode())
+    h.update(hashlib.sha256(image_bytes_identity(entry.image, base_dir)).digest())
+    h.update(fingerprint.encode())
+    h.update(json.dumps(settings.hash_material(), sort_keys=True).encode())
+    return h.hexdigest()
+
+
+class TemplateBuilder:
+    def __init__(self, settings: BuildSettings, adapter: ModelAdapter | None = None) -> None:
+        self.settings = settings
+        self.adapter = adapter or load_model(settings.model)
+        self._stores: dict[str, ObjectStore] = {}
+
+    def _store(self, uri: str) -> ObjectStore:
+        if uri not in self._stores:
+            self._stores[uri] = open_store(uri)
+        return self._stores[uri]
+
+    def build(self, job: BuildJob) -> BuildOutcome:
+        start = time.perf_counter()
+        entry, adapter, s = job.entry, self.adapter, self.settings
+        res = adapter.resolution
+        template = Template(fit_image(load_image(entry.image, _path(job.base_dir)), res), entry.prompt, entry.task.value)
+        schedule = Schedule(steps=s.steps, strength=s.strength)
+        photos = CALIBRATION.get(entry.task.value, CALIBRATION["default"])[: s.calibration]
+        captures = [adapter.capture(template, EditRequest(fit_image(load_image(p), res), seed=i), schedule)
+                    for i, p in enumerate(photos)]
+        kv = captures[0].kv
+        scores = from_attention(c.attention_mass for c in captures)
+        keys = kv.keys
+        levels, locations = [], {}
+        for level in s.levels:
+            rows = [ShardRow(i, key, encode_shard(kv[key], level, scores[key])) for i, key in enumerate(keys)]
+            data, locs = build_level_file(rows)
+            object_key = layout.level_key(entry.id, job.version, level.name)
+            self._store(s.tier_uri(level.name)).put(object_key, data)
+            levels.append(LevelEntry(name=level.name, store=s.tier_uri(level.name), key=object_key, bytes=len(data),
+                                     spec=level.model_dump(mode="json")))
+            locations[level.name] = locs
+        importance_key = layout.importance_key(entry.id, job.version)
+        self._store(s.store).put(importance_key, scores.to_bytes())
+        info = adapter.info()
+        weights = {key: float(scores[key].sum(axis=1).mean()) for key in keys}
+        manifest = Manifest(
+            template_id=entry.id, version=job.version, task=entry.task.value, prompt=entry.prompt, resolution=res,
+            content_hash=job.content_hash, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            model=ModelRef(name=s.model, family=info.family, fingerprint=adapter.fingerprint, layers=info.layers,
+                           heads=info.heads, head_dim=info.head_dim, step_dependent=info.step_dependent),
+            schedule=ScheduleRef(steps=s.steps, strength=s.strength),
+            tokens=TokenLayout(template=kv.template_tokens, image=info.image_tokens, text=info.text_tokens),
+            kv_bytes_fp16=kv.nbytes_fp16, importance_key=importance_key,
+            levels=levels,
+            shards=[ShardEntry(index=i, step=key.step, layer=key.layer, shape=kv[key].k.shape, weight=weights[key],
+                               levels={lv.name: locations[lv.name][i] for lv in s.levels})
+                    for i, key in enumerate(keys)],
+        )
+        return BuildOutcome(entry.id, job.version, manifest, time.perf_counter() - start,
+                            {lv.name: lv.bytes for lv in levels})
+
+
+def _path(base_dir: str):
+    from pathlib import Path
+
+    return Path(base_dir)

@@ -1,0 +1,82 @@
+"""Where things live in a store (DESIGN.md's layout), the same on local disk and on S3.
+
+```
+templates/<id>/versions/<version>/manifest.json
+templates/<id>/versions/<version>/<level>.parquet      one row group per shard
+templates/<id>/versions/<version>/importance.npz       scores, to re-encode without recapture
+templates/<id>/versions/<version>/claim.json           reserves the number; written first
+templates/<id>/aliases/<alias>.json                    {"version": N}
+```
+"""
+
+from __future__ import annotations
+
+import re
+
+from sakura.platform.errors import SakuraError
+from sakura.platform.ids import validate_template_id
+
+ALIAS_PATTERN = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
+MAX_VERSION = 10**9
+
+
+class InvalidName(SakuraError, ValueError):
+    code = "invalid_name"
+
+
+def validate_version(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_VERSION:
+        raise InvalidName(f"invalid version {value!r}: expected an integer in [1, {MAX_VERSION}]")
+    return value
+
+
+def validate_alias(value: object) -> str:
+    if not isinstance(value, str) or ALIAS_PATTERN.fullmatch(value) is None:
+        raise InvalidName(f"invalid alias {value!r}: expected a-z, 0-9, '.', '_', '-' starting with a letter")
+    return value
+
+
+def validate_level(value: object) -> str:
+    from sakura.platform.codec.levels import LEVEL_NAME_PATTERN
+
+    if not isinstance(value, str) or re.fullmatch(LEVEL_NAME_PATTERN, value) is None:
+        raise InvalidName(f"invalid level name {value!r}")
+    return value
+
+
+def template_prefix(template_id: str) -> str:
+    return f"templates/{validate_template_id(template_id)}/"
+
+
+def versions_prefix(template_id: str) -> str:
+    return template_prefix(template_id) + "versions/"
+
+
+def version_prefix(template_id: str, version: int) -> str:
+    return f"{versions_prefix(template_id)}{validate_version(version)}/"
+
+
+def manifest_key(template_id: str, version: int) -> str:
+    return version_prefix(template_id, version) + "manifest.json"
+
+
+def claim_key(template_id: str, version: int) -> str:
+    return version_prefix(template_id, version) + "claim.json"
+
+
+def importance_key(template_id: str, version: int) -> str:
+    return version_prefix(template_id, version) + "importance.npz"
+
+
+def level_key(template_id: str, version: int, level: str) -> str:
+    return version_prefix(template_id, version) + f"{validate_level(level)}.parquet"
+
+
+def alias_key(template_id: str, alias: str) -> str:
+    return template_prefix(template_id) + f"aliases/{validate_alias(alias)}.json"
+
+
+def parse_version_key(key: str) -> tuple[str, int, str] | None:
+    """``(template_id, version, file name)`` for a key under some version, else None."""
+    m = re.fullmatch(r"templates/([^/]+)/versions/([1-9][0-9]{0,9})/([^/]+)", key)
+    return (m.group(1), int(m.group(2)), m.group(3)) if m else None

@@ -1,0 +1,81 @@
+"""Adapter for the ``reference`` editing model (:mod:`sakura.platform.models.reference_dit`).
+
+Its template KV depends on neither the request nor the step, so it has one shard per layer
+(``ShardKey(None, layer)``). The model reads the run state from the call, not from installed
+processors, because its attention is ours to begin with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sakura.platform.errors import ModelError, UnknownModel
+from sakura.platform.models._pixels import PixelCodec
+from sakura.platform.models.base import EditRequest, ModelAdapter, ModelInfo, Template, to_unit_image
+from sakura.platform.models.reference_dit import ReferenceEditDiT
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+#: Task index per template task; ``custom`` templates get their own (untrained) embedding.
+TASK_INDEX = {"style_transfer": 0, "try_on": 1, "face_swap": 2, "custom": 3}
+
+
+class ReferenceAdapter(ModelAdapter):
+    family = "reference"
+    step_dependent = False
+
+    def __init__(self, model: ReferenceEditDiT, *, name: str = "reference") -> None:
+        cfg = model.config
+        self.codec = PixelCodec(cfg.resolution, cfg.patch_size, 3 * cfg.patch_size**2)
+        super().__init__(model, name=name, resolution=cfg.resolution)
+
+    def _install_processors(self) -> None:
+        """Nothing to install: the model's attention takes the run state as an argument."""
+
+    def info(self) -> ModelInfo:
+        cfg = self.model.config
+        return ModelInfo(name=self.name, family=self.family, layers=cfg.depth, heads=cfg.heads,
+                         head_dim=cfg.hidden // cfg.heads, resolution=cfg.resolution,
+                         image_tokens=self.codec.grid**2, text_tokens=0, step_dependent=False)
+
+    def _image_latent(self, image: np.ndarray, *, template: bool) -> torch.Tensor:
+        cells = self.codec.encode(to_unit_image(image))
+        return cells.reshape(1, -1, cells.shape[-1])
+
+    def _template_input(self, template: Template) -> tuple[torch.Tensor, torch.Tensor]:
+        if template.task not in TASK_INDEX:
+            raise ModelError(f"the reference model knows tasks {sorted(TASK_INDEX)}, not {template.task!r}")
+        return self._image_latent(template.image, template=True), torch.tensor([TASK_INDEX[template.task]])
+
+    def _template_token_count(self, template_input: Any) -> int:
+        return int(template_input[0].shape[1])
+
+    def _condition(self, prompt: str, request: EditRequest) -> torch.Tensor:
+        return self._image_latent(request.image, template=False)
+
+    def _velocity(self, x: torch.Tensor, sigma: float, cond: Any, template: Any | None) -> torch.Tensor:
+        latent, task = template if template is not None else (None, None)
+        t = torch.full((x.shape[0],), sigma)
+        return self.model(x, cond, t, latent, task, state=self._current_state())
+
+    def latent_to_image(self, latent: torch.Tensor) -> np.ndarray:
+        g = self.codec.grid
+        return self.codec.decode(latent.reshape(g, g, -1))
+
+
+def load_reference(weights_dir: Path = WEIGHTS_DIR) -> ReferenceAdapter:
+    """The trained reference model shipped with the package (no network needed)."""
+    import json
+
+    from safetensors.torch import load_file
+
+    config_file, weights = weights_dir / "reference.json", weights_dir / "reference.safetensors"
+    if not (config_file.is_file() and weights.is_file()):
+        raise UnknownModel(f"reference weights not found in {weights_dir}; train them with `sakura train-reference`")
+    config = json.loads(config_file.read_text())["model_config"]
+    model = ReferenceEditDiT(**{k: v for k, v in config.items() if not k.startswith("_")})
+    model.load_state_dict(load_file(str(weights)))
+    return ReferenceAdapter(model.eval())

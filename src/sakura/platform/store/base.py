@@ -1,0 +1,108 @@
+"""The object-store interface: what the build job, the server and the operator commands need.
+
+Keys are ``/``-separated relative paths. Two conditional writes make publishing safe: a
+create-only put (the manifest: a version becomes visible exactly once) and a compare-and-swap
+put (aliases). Implementations are chosen by URI scheme (:mod:`.registry`).
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+from sakura.platform.errors import SakuraError
+
+
+class StoreError(SakuraError, RuntimeError):
+    code = "store_error"
+
+
+class NotFound(StoreError, KeyError):
+    code = "not_found"
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "not found"
+
+
+class AlreadyExists(StoreError):
+    code = "already_exists"
+
+
+class PreconditionFailed(StoreError):
+    """A compare-and-swap lost: the object changed (or appeared) since it was read."""
+
+    code = "precondition_failed"
+
+
+class TransientStoreError(StoreError):
+    """Worth retrying: timeouts, throttling, 5xx, a server that is briefly down."""
+
+    code = "store_unavailable"
+
+
+class InvalidKey(StoreError, ValueError):
+    code = "invalid_key"
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    etag: str
+
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,127}$")
+
+
+def check_key(key: str) -> str:
+    """Refuse keys that could escape the store root (``..``, absolute, empty segments)."""
+    parts = key.split("/") if isinstance(key, str) else []
+    if not parts or len(key) > 1024 or any(_SEGMENT.fullmatch(p) is None for p in parts):
+        raise InvalidKey(f"invalid object key {key!r}")
+    return key
+
+
+class ObjectStore(abc.ABC):
+    """A flat key space under one root URI."""
+
+    uri: str
+
+    @abc.abstractmethod
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """The object's bytes, or ``[start, end)`` of them. Raises :class:`NotFound`."""
+
+    @abc.abstractmethod
+    def get_with_etag(self, key: str) -> tuple[bytes, str]: ...
+
+    @abc.abstractmethod
+    def head(self, key: str) -> ObjectInfo | None: ...
+
+    @abc.abstractmethod
+    def put(self, key: str, data: bytes) -> ObjectInfo:
+        """Write (or overwrite) atomically: readers see the old object or the new one."""
+
+    @abc.abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> ObjectInfo:
+        """Create-only write. Raises :class:`AlreadyExists` if the key exists."""
+
+    @abc.abstractmethod
+    def put_if_match(self, key: str, data: bytes, etag: str) -> ObjectInfo:
+        """Compare-and-swap. Raises :class:`PreconditionFailed` unless the current etag is ``etag``."""
+
+    @abc.abstractmethod
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """Objects whose key starts with ``prefix``, in key order."""
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Delete if present (deleting a missing key is not an error)."""
+
+    def check_reachable(self) -> None:
+        """Raise a :class:`StoreError` now if the store cannot be used."""
+        next(iter(self.list("templates/")), None)
+
+    def swap(self, key: str, data: bytes, etag: str | None) -> ObjectInfo:
+        """Create when ``etag`` is None, else compare-and-swap."""
+        return self.put_if_absent(key, data) if etag is None else self.put_if_match(key, data, etag)

@@ -1,0 +1,73 @@
+"""Retries with exponential backoff and jitter, as a wrapper around any store."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, TypeVar
+
+from sakura.platform.store.base import ObjectInfo, ObjectStore, TransientStoreError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 5
+    base_s: float = 0.1
+    max_s: float = 2.0
+
+    def delays(self) -> Iterator[float]:
+        for attempt in range(self.attempts - 1):
+            yield min(self.max_s, self.base_s * 2**attempt) * random.uniform(0.5, 1.0)
+
+
+class RetryingStore(ObjectStore):
+    """Retries :class:`TransientStoreError`; every other error passes through at once.
+
+    Conditional writes are retried too: if a first attempt landed but its answer was lost, the
+    retry reports AlreadyExists/PreconditionFailed, which callers already handle by re-reading.
+    """
+
+    def __init__(self, inner: ObjectStore, policy: RetryPolicy = RetryPolicy(), sleep: Callable[[float], None] = time.sleep) -> None:
+        self.inner, self.policy, self._sleep = inner, policy, sleep
+        self.uri = inner.uri
+
+    def __getattr__(self, name: str) -> Any:  # extras such as presigned_url
+        return getattr(self.inner, name)
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        for delay in self.policy.delays():
+            try:
+                return fn()
+            except TransientStoreError:
+                self._sleep(delay)
+        return fn()
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        return self._call(lambda: self.inner.get(key, byte_range))
+
+    def get_with_etag(self, key: str) -> tuple[bytes, str]:
+        return self._call(lambda: self.inner.get_with_etag(key))
+
+    def head(self, key: str) -> ObjectInfo | None:
+        return self._call(lambda: self.inner.head(key))
+
+    def put(self, key: str, data: bytes) -> ObjectInfo:
+        return self._call(lambda: self.inner.put(key, data))
+
+    def put_if_absent(self, key: str, data: bytes) -> ObjectInfo:
+        return self._call(lambda: self.inner.put_if_absent(key, data))
+
+    def put_if_match(self, key: str, data: bytes, etag: str) -> ObjectInfo:
+        return self._call(lambda: self.inner.put_if_match(key, data, etag))
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        return iter(self._call(lambda: list(self.inner.list(prefix))))
+
+    def delete(self, key: str) -> None:
+        self._call(lambda: self.inner.delete(key))
+
+    def check_reachable(self) -> None:
+        self._call(self.inner.check_reachable)

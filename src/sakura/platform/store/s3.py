@@ -1,0 +1,156 @@
+"""``s3://bucket/prefix`` stores through boto3, for AWS or any S3-compatible service.
+
+The endpoint comes from ``?endpoint=URL`` in the URI, else ``SAKURA_S3_ENDPOINT``, else boto3's
+own configuration (``AWS_ENDPOINT_URL``...); credentials from the standard AWS chain.
+Create-only writes send ``If-None-Match: *`` and compare-and-swap sends ``If-Match: <etag>``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+from urllib.parse import parse_qs, urlparse
+
+from sakura.platform.store.base import (
+    AlreadyExists,
+    NotFound,
+    ObjectInfo,
+    ObjectStore,
+    PreconditionFailed,
+    StoreError,
+    TransientStoreError,
+    check_key,
+)
+
+_TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling",
+                    "ConditionalRequestConflict", "503", "500", "502", "504"}
+_MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
+
+
+class S3Store(ObjectStore):
+    def __init__(self, uri: str, client: Any | None = None) -> None:
+        parsed = urlparse(uri)
+        if parsed.scheme != "s3" or not parsed.netloc:
+            raise StoreError(f"not an s3:// URI: {uri!r}")
+        self.bucket = parsed.netloc
+        self.prefix = parsed.path.strip("/")
+        endpoint = parse_qs(parsed.query).get("endpoint", [os.environ.get("SAKURA_S3_ENDPOINT")])[0]
+        self.uri = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+        self.endpoint = endpoint
+        self._client = client or _make_client(endpoint)
+
+    def _key(self, key: str) -> str:
+        check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key)}
+        if byte_range is not None:
+            start, end = byte_range
+            if not 0 <= start <= end:
+                raise StoreError(f"invalid byte range {byte_range}")
+            if start == end:
+                return b""
+            kwargs["Range"] = f"bytes={start}-{end - 1}"
+        with self._errors(key):
+            return self._client.get_object(**kwargs)["Body"].read()
+
+    def get_with_etag(self, key: str) -> tuple[bytes, str]:
+        with self._errors(key):
+            response = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return response["Body"].read(), response["ETag"]
+
+    def head(self, key: str) -> ObjectInfo | None:
+        try:
+            with self._errors(key):
+                response = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except NotFound:
+            return None
+        return ObjectInfo(key, int(response["ContentLength"]), response["ETag"])
+
+    def put(self, key: str, data: bytes) -> ObjectInfo:
+        with self._errors(key):
+            response = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        return ObjectInfo(key, len(data), response["ETag"])
+
+    def put_if_absent(self, key: str, data: bytes) -> ObjectInfo:
+        try:
+            with self._errors(key):
+                response = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
+        except PreconditionFailed:
+            raise AlreadyExists(f"{self.uri}/{key} already exists") from None
+        return ObjectInfo(key, len(data), response["ETag"])
+
+    def put_if_match(self, key: str, data: bytes, etag: str) -> ObjectInfo:
+        try:
+            with self._errors(key):
+                response = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfMatch=etag)
+        except NotFound:
+            raise PreconditionFailed(f"{self.uri}/{key} does not exist") from None
+        return ObjectInfo(key, len(data), response["ETag"])
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        full = f"{self.prefix}/{prefix}" if self.prefix else prefix
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        paginator = self._client.get_paginator("list_objects_v2")
+        with self._errors(prefix or "/"):
+            pages = list(paginator.paginate(Bucket=self.bucket, Prefix=full))
+        for page in pages:
+            for obj in page.get("Contents", []):
+                yield ObjectInfo(obj["Key"][strip:], int(obj["Size"]), obj["ETag"])
+
+    def delete(self, key: str) -> None:
+        with self._errors(key):
+            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def check_reachable(self) -> None:
+        with self._errors("/"):
+            self._client.head_bucket(Bucket=self.bucket)
+
+    def presigned_url(self, key: str, expires_s: int = 300) -> str:
+        return self._client.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": self._key(key)}, ExpiresIn=expires_s
+        )
+
+    def _errors(self, key: str) -> "_S3Errors":
+        return _S3Errors(f"{self.uri}/{key}")
+
+
+class _S3Errors:
+    """Map botocore's exceptions onto the store's typed errors."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or isinstance(exc, StoreError):
+            return False
+        from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
+
+        if isinstance(exc, ClientError):
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+            if code in _MISSING_CODES or status == "404":
+                raise NotFound(f"{self.where} not found") from None
+            if code == "PreconditionFailed" or status == "412":
+                raise PreconditionFailed(f"{self.where}: precondition failed") from None
+            if code in _TRANSIENT_CODES or status.startswith("5"):
+                raise TransientStoreError(f"{self.where}: {code or status}") from exc
+            raise StoreError(f"{self.where}: {code or status}: {exc}") from exc
+        if isinstance(exc, (ConnectionError, HTTPClientError)):
+            raise TransientStoreError(f"{self.where}: {exc}") from exc
+        if isinstance(exc, BotoCoreError):
+            raise StoreError(f"{self.where}: {exc}") from exc
+        return False
+
+
+def _make_client(endpoint: str | None) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(connect_timeout=3, read_timeout=30, retries={"max_attempts": 1, "mode": "standard"},
+                    s3={"addressing_style": "path"})
+    return boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
