@@ -58,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("build", help="build and publish a template library (a Ray job)")
     commands.add_parser("train-reference", help="train the reference editing model (a Ray job)")
 
+    from sakura import admin
+
+    admin.add_commands(commands)
+
     spec = commands.add_parser("spec", help="template spec files").add_subparsers(title="spec")
     check = spec.add_parser("check", help="validate a template spec file")
     check.add_argument("path")

@@ -9,6 +9,11 @@ from typing import Iterator
 
 import pytest
 
+# Credentials for the moto server, set before any Ray worker starts (workers inherit the env).
+for _key, _value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                     "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    os.environ.setdefault(_key, _value)
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -20,7 +25,11 @@ class S3Server:
     """moto's threaded HTTP server; stop() and start() keep its data (the backend is in-process)."""
 
     def __init__(self) -> None:
+        import logging
+
         from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
 
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -48,9 +57,6 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        os.environ.setdefault(key, value)
     server = S3Server()
     server.start()
     yield server
@@ -61,3 +67,61 @@ def s3_server() -> Iterator[S3Server]:
 @pytest.fixture
 def s3_uri(s3_server: S3Server) -> str:
     return f"s3://{s3_server.new_bucket()}/lib?endpoint={s3_server.endpoint}"
+
+
+class RayCluster:
+    """A Ray head started once per test session; in-process code and subprocesses both join it.
+
+    ``ray start --block`` runs in its own process group, so stopping it kills exactly this
+    cluster (``ray stop`` would kill every Ray on the machine).
+    """
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+        import time
+        from pathlib import Path
+
+        os.environ["RAY_AUTH_MODE"] = "disabled"  # loopback-only test cluster
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        ray_cli = str(Path(sys.executable).with_name("ray"))
+        self._proc = subprocess.Popen(
+            [ray_cli, "start", "--head", "--block", f"--port={self.port}", "--num-cpus=2",
+             "--include-dashboard=false", "--disable-usage-stats"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError("the Ray head did not come up")
+
+    def stop(self) -> None:
+        import signal
+        import subprocess
+
+        try:
+            os.killpg(self._proc.pid, signal.SIGTERM)
+            self._proc.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    import ray
+
+    cluster = RayCluster()
+    try:
+        ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.stop()

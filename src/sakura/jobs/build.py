@@ -117,12 +117,14 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
     """Fan jobs out over a pool of builder actors; a job whose actor dies is reported, not retried."""
     import ray
 
-    ray.init(address=args.ray_address, include_dashboard=False, logging_level="WARNING",
-             log_to_driver=False, ignore_reinit_error=True)
+    owns_ray = not ray.is_initialized()  # a caller (a test, a notebook) may have connected already
+    if owns_ray:
+        ray.init(address=args.ray_address, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     builder = ray.remote(TemplateBuilder).options(num_cpus=args.cpus_per_worker, num_gpus=args.num_gpus)
-    rows, queue, running = [], list(jobs), {}
+    rows, queue, running, idle = [], list(jobs), {}, []
     try:
-        idle = [builder.remote(settings) for _ in range(max(1, min(args.workers, len(jobs))))]
+        threads = max(1, int(args.cpus_per_worker))
+        idle += [builder.remote(settings, threads=threads) for _ in range(max(1, min(args.workers, len(jobs))))]
         while queue or running:
             while queue and idle:
                 job, actor = queue.pop(0), idle.pop()
@@ -135,7 +137,7 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
             except Exception as exc:  # the build raised, or its actor died
                 progress.update(job.entry.id, "failed", done=True)
                 rows.append(Row(job.entry.id, "failed", job.version, error=_first_line(exc)))
-                idle.append(builder.remote(settings) if isinstance(exc, ray.exceptions.RayActorError) else actor)
+                idle.append(builder.remote(settings, threads=threads) if isinstance(exc, ray.exceptions.RayActorError) else actor)
                 continue
             idle.append(actor)
             library.publish(outcome.manifest)
@@ -143,7 +145,10 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
             rows.append(Row(job.entry.id, "published", outcome.version, outcome.level_bytes,
                             outcome.manifest.kv_bytes_fp16, outcome.seconds))
     finally:
-        ray.shutdown()
+        for actor in idle + [a for _, a in running.values()]:
+            ray.kill(actor)
+        if owns_ray:
+            ray.shutdown()
     return rows
 
 

@@ -77,7 +77,11 @@ def content_hash(entry: TemplateEntry, base_dir, fingerprint: str, settings: Bui
 
 
 class TemplateBuilder:
-    def __init__(self, settings: BuildSettings, adapter: ModelAdapter | None = None) -> None:
+    def __init__(self, settings: BuildSettings, adapter: ModelAdapter | None = None, threads: int | None = None) -> None:
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)  # one actor per CPU share: don't oversubscribe the node
         self.settings = settings
         self.adapter = adapter or load_model(settings.model)
         self._stores: dict[str, ObjectStore] = {}

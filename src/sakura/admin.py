@@ -1,0 +1,86 @@
+"""Operator commands over a library: ``catalog ls|show``, ``alias set``, ``gc``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from sakura.platform.library import TemplateLibrary
+from sakura.platform.store import open_store
+
+DEFAULT_STORE = os.environ.get("SAKURA_STORE", "file://./sakura-data")
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    catalog = commands.add_parser("catalog", help="list and inspect published templates").add_subparsers(title="catalog")
+    ls = catalog.add_parser("ls", help="templates with their versions and aliases")
+    show = catalog.add_parser("show", help="one version's manifest summary")
+    show.add_argument("template")
+    show.add_argument("--version", default="latest", help="number or alias (default latest)")
+    alias = commands.add_parser("alias", help="move aliases (pin, roll back)").add_subparsers(title="alias")
+    alias_set = alias.add_parser("set", help="point ALIAS of TEMPLATE at VERSION")
+    alias_set.add_argument("template")
+    alias_set.add_argument("alias")
+    alias_set.add_argument("version", type=int)
+    gc = commands.add_parser("gc", help="delete old unreferenced versions")
+    gc.add_argument("--keep", type=int, required=True, help="newest versions to keep per template")
+    gc.add_argument("--template", help="only this template")
+    for parser, run in ((ls, catalog_ls), (show, catalog_show), (alias_set, set_alias), (gc, collect)):
+        parser.add_argument("--store", default=DEFAULT_STORE, help=f"library root (default {DEFAULT_STORE})")
+        parser.add_argument("--json", action="store_true")
+        parser.set_defaults(run=run)
+
+
+def _library(args: argparse.Namespace) -> TemplateLibrary:
+    return TemplateLibrary(open_store(args.store))
+
+
+def catalog_ls(args: argparse.Namespace) -> int:
+    library = _library(args)
+    rows = [{"template": t, "versions": library.versions(t), "aliases": library.aliases(t)} for t in library.templates()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'template':24s} {'versions':20s} aliases")
+    for r in rows:
+        aliases = ", ".join(f"{a}={v}" for a, v in sorted(r["aliases"].items()))
+        print(f"{r['template']:24s} {','.join(map(str, r['versions'])):20s} {aliases}")
+    return 0
+
+
+def catalog_show(args: argparse.Namespace) -> int:
+    manifest = _library(args).manifest(args.template, args.version)
+    summary = {
+        "template": manifest.template_id, "version": manifest.version, "task": manifest.task, "prompt": manifest.prompt,
+        "model": manifest.model.name, "fingerprint": manifest.model.fingerprint, "steps": manifest.schedule.steps,
+        "shards": len(manifest.shards), "template_tokens": manifest.tokens.template, "created_at": manifest.created_at,
+        "kv_bytes_fp16": manifest.kv_bytes_fp16,
+        "levels": {lv.name: {"bytes": lv.bytes, "ratio_vs_fp16": round(manifest.kv_bytes_fp16 / max(1, lv.bytes), 3),
+                             "store": lv.store} for lv in manifest.levels},
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        for key, value in summary.items():
+            print(f"{key:16s} {value}")
+    return 0
+
+
+def set_alias(args: argparse.Namespace) -> int:
+    _library(args).set_alias(args.template, args.alias, args.version)
+    print(json.dumps({"template": args.template, "alias": args.alias, "version": args.version}) if args.json
+          else f"{args.template}: {args.alias} -> {args.version}")
+    return 0
+
+
+def collect(args: argparse.Namespace) -> int:
+    library = _library(args)
+    templates = [args.template] if args.template else library.templates()
+    deleted = {t: library.gc(t, args.keep) for t in templates}
+    if args.json:
+        print(json.dumps(deleted))
+    else:
+        for t, versions in deleted.items():
+            print(f"{t}: deleted {versions or 'nothing'}")
+    return 0
