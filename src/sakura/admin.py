@@ -57,7 +57,7 @@ def catalog_show(args: argparse.Namespace) -> int:
         "shards": len(manifest.shards), "template_tokens": manifest.tokens.template, "created_at": manifest.created_at,
         "kv_bytes_fp16": manifest.kv_bytes_fp16,
         "levels": {lv.name: {"bytes": lv.bytes, "ratio_vs_fp16": round(manifest.kv_bytes_fp16 / max(1, lv.bytes), 3),
-                             "store": lv.store} for lv in manifest.levels},
+                             "store": lv.store or args.store} for lv in manifest.levels},
     }
     if args.json:
         print(json.dumps(summary, indent=2))

@@ -14,6 +14,7 @@ from sakura.platform.errors import SakuraError
 DELEGATED = {
     "build": "sakura.jobs.build",
     "demo": "sakura.demo",
+    "serve": "sakura.serve.local",
     "train-reference": "sakura.jobs.train_reference",
 }
 
@@ -56,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("demo", help="run the end-to-end demo on the embedded default")
     commands.add_parser("build", help="build and publish a template library (a Ray job)")
+    commands.add_parser("serve", help="serve a library over HTTP with Ray Serve")
     commands.add_parser("train-reference", help="train the reference editing model (a Ray job)")
 
     from sakura import admin

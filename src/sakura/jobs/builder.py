@@ -109,7 +109,8 @@ class TemplateBuilder:
             data, locs = build_level_file(rows)
             object_key = layout.level_key(entry.id, job.version, level.name)
             self._store(s.tier_uri(level.name)).put(object_key, data)
-            levels.append(LevelEntry(name=level.name, store=s.tier_uri(level.name), key=object_key, bytes=len(data),
+            tier = s.tier_uri(level.name)
+            levels.append(LevelEntry(name=level.name, store=None if tier == s.store else tier, key=object_key, bytes=len(data),
                                      spec=level.model_dump(mode="json")))
             locations[level.name] = locs
         importance_key = layout.importance_key(entry.id, job.version)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from sakura.platform import layout
 from sakura.platform.errors import SakuraError
 from sakura.platform.manifest import AliasDoc, Manifest, ManifestError
-from sakura.platform.store import AlreadyExists, NotFound, ObjectStore, PreconditionFailed
+from sakura.platform.store import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, open_store
 
 LATEST = "latest"
 ORPHAN_GRACE_S = 3600.0
@@ -180,7 +180,10 @@ class TemplateLibrary:
         for version in doomed:
             manifest = self.manifest(template_id, version)
             self.store.delete(layout.manifest_key(template_id, version))  # invisible first
-            self._delete_files(template_id, version, [lv.name for lv in manifest.levels])
+            for level in manifest.levels:
+                store = open_store(level.store) if level.store else self.tier(level.name)
+                store.delete(layout.level_key(template_id, version, level.name))
+            self._delete_files(template_id, version, [])
         return doomed
 
     def _delete_files(self, template_id: str, version: int, levels: list[str]) -> None:

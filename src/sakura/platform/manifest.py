@@ -55,7 +55,9 @@ class ShardEntry(_Strict):
 
 class LevelEntry(_Strict):
     name: str
-    store: str  # root URI of the tier holding this level's file
+    #: Root URI of the tier holding this level's file; None: the library's own root (so a
+    #: single-root library can be moved or copied whole).
+    store: str | None = None
     key: str  # object key of the level file under that root
     bytes: int = Field(ge=0)
     spec: dict

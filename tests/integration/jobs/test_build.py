@@ -39,7 +39,7 @@ def check_library(store_uri: str) -> TemplateLibrary:
         for version in library.versions(template_id):
             manifest = library.manifest(template_id, version)
             for level in manifest.levels:
-                store = open_store(level.store)
+                store = open_store(level.store or store_uri)
                 for shard in manifest.shards:
                     read_shard_payload(store, level.key, shard.levels[level.name])
         for alias, version in library.aliases(template_id).items():

@@ -1,0 +1,237 @@
+"""The HTTP API of DESIGN.md as a FastAPI app (served by Ray Serve; testable without it).
+
+Numeric versions and their shards are immutable: strong ETag (the sha256), ``Cache-Control:
+public, max-age=31536000, immutable``, ``If-None-Match`` -> 304 and ``Range`` -> 206/416, so a
+CDN can sit in front. Alias responses are ``no-cache``. Errors are JSON with a stable ``code``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from typing import Awaitable, Callable
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sakura.platform.errors import InvalidTemplateId, SakuraError
+from sakura.platform.layout import InvalidName, validate_level
+from sakura.platform.levelfile import ShardIntegrityError
+from sakura.platform.library import LibraryError
+from sakura.platform.manifest import ManifestError
+from sakura.platform.store import NotFound, StoreError, TransientStoreError
+from sakura.serve.config import ServeConfig
+from sakura.serve.metrics import ServeMetrics
+from sakura.serve.reader import ShardReader
+from sakura.serve.ranges import RangeNotSatisfiable, parse_range
+
+IMMUTABLE = "public, max-age=31536000, immutable"
+NO_CACHE = "no-cache"
+MAX_SHARD_INDEX = 1_000_000
+access_log = logging.getLogger("sakura.serve.access")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+
+
+def create_api(config: ServeConfig) -> FastAPI:
+    metrics = ServeMetrics()
+    reader = ShardReader(config, metrics)
+    api = FastAPI(title="SAKURA shard service", version="1", docs_url=None, redoc_url=None)
+    _install_error_handlers(api, config)
+    _install_middleware(api, metrics)
+
+    def require_reader_auth(request: Request) -> None:
+        if config.api_keys:
+            key = request.headers.get("x-api-key") or _bearer(request)
+            if key is None:
+                raise ApiError(401, "missing_api_key", "an API key is required", {"WWW-Authenticate": "Bearer"})
+            if not any(hmac.compare_digest(key.encode(), k.encode()) for k in config.api_keys):
+                raise ApiError(403, "bad_api_key", "the API key is not valid")
+
+    @api.get("/healthz")
+    def healthz() -> dict:
+        return {"status": "ok"}
+
+    @api.get("/metrics")
+    def prometheus() -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @api.get("/v1/templates")
+    def catalogue(request: Request) -> JSONResponse:
+        require_reader_auth(request)
+        return JSONResponse({"templates": reader.catalogue()}, headers={"Cache-Control": NO_CACHE})
+
+    @api.get("/v1/templates/{template_id}/versions")
+    def versions(template_id: str, request: Request) -> JSONResponse:
+        require_reader_auth(request)
+        return JSONResponse(reader.versions(template_id), headers={"Cache-Control": NO_CACHE})
+
+    @api.get("/v1/templates/{template_id}/versions/{version}/manifest")
+    def manifest(template_id: str, version: str, request: Request) -> Response:
+        require_reader_auth(request)
+        number, is_alias = reader.resolve(template_id, version)
+        body = reader.manifest(template_id, number).to_bytes()
+        etag = f'"{hashlib.sha256(body).hexdigest()}"'
+        headers = {"ETag": etag, "Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "X-Sakura-Version": str(number)}
+        if _etag_matches(request, etag):
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)
+
+    @api.get("/v1/templates/{template_id}/versions/{version}/shards/{shard}/{level}")
+    async def shard(template_id: str, version: str, shard: str, level: str, request: Request) -> Response:
+        require_reader_auth(request)
+        index = _shard_index(shard)
+        validate_level(level)
+        number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
+        manifest = await run_in_threadpool(reader.manifest, template_id, number)
+        if index >= len(manifest.shards):
+            raise ApiError(404, "unknown_shard", f"{template_id} v{number} has {len(manifest.shards)} shards")
+        if level not in manifest.shards[index].levels:
+            raise ApiError(404, "unknown_level", f"{template_id} v{number} has no level {level!r}")
+        location = manifest.shards[index].levels[level]
+        etag = f'"{location.sha256}"'
+        headers = {"ETag": etag, "Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "Accept-Ranges": "bytes",
+                   "X-Sakura-Version": str(number)}
+        if _etag_matches(request, etag):
+            return Response(status_code=304, headers=headers)
+        if config.mode == "redirect":
+            return _redirect(reader, manifest, index, level, headers, config)
+        data = (await run_in_threadpool(reader.shard, manifest, index, level)).data
+        requested = request.headers.get("range")
+        if requested and (not request.headers.get("if-range") or request.headers.get("if-range") == etag):
+            try:
+                span = parse_range(requested, len(data))
+            except RangeNotSatisfiable:
+                raise ApiError(416, "range_not_satisfiable", f"range {requested!r} is outside {len(data)} bytes",
+                               {"Content-Range": f"bytes */{len(data)}"}) from None
+            if span is not None:
+                start, end = span
+                headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(data)}"
+                return Response(data[start:end], status_code=206, media_type="application/octet-stream", headers=headers)
+        return Response(data, media_type="application/octet-stream", headers=headers)
+
+    @api.put("/v1/templates/{template_id}/aliases/{alias}")
+    async def put_alias(template_id: str, alias: str, request: Request) -> JSONResponse:
+        _require_admin(request, config)
+        try:
+            body = json.loads(await request.body())
+            version = body["version"]
+            if isinstance(version, bool) or not isinstance(version, int):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            raise ApiError(400, "invalid_body", 'expected a JSON body {"version": N}') from None
+        await run_in_threadpool(reader.set_alias, template_id, alias, version)
+        return JSONResponse({"id": template_id, "alias": alias, "version": version}, headers={"Cache-Control": NO_CACHE})
+
+    return api
+
+
+def _redirect(reader: ShardReader, manifest, index: int, level: str, headers: dict[str, str], config: ServeConfig) -> Response:
+    """307 to where the level file lives; the client reads the payload's bytes with a Range."""
+    ref = reader.locate(manifest, index, level)
+    if config.cdn_base_url:
+        url = f"{config.cdn_base_url.rstrip('/')}/{ref.key}"
+    elif hasattr(ref.store, "presigned_url"):
+        url = ref.store.presigned_url(ref.key, config.presign_ttl_s)
+    else:
+        raise ApiError(501, "redirect_unavailable", "redirect mode needs an S3 store or a CDN base URL")
+    loc = ref.location
+    headers = {**headers, "X-Sakura-Range": f"bytes={loc.offset}-{loc.offset + loc.length - 1}", "Cache-Control": "no-store"}
+    return RedirectResponse(url, status_code=307, headers=headers)
+
+
+def _shard_index(text: str) -> int:
+    if not text.isdigit() or len(text) > 7 or int(text) > MAX_SHARD_INDEX:
+        raise ApiError(400, "invalid_shard", f"shard must be an integer in [0, {MAX_SHARD_INDEX}]")
+    return int(text)
+
+
+def _etag_matches(request: Request, etag: str) -> bool:
+    header = request.headers.get("if-none-match")
+    if not header:
+        return False
+    return header.strip() == "*" or etag in [t.strip().removeprefix("W/") for t in header.split(",")]
+
+
+def _bearer(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+
+def _require_admin(request: Request, config: ServeConfig) -> None:
+    if not config.admin_token:
+        raise ApiError(403, "admin_disabled", "alias updates are disabled: no admin token is configured")
+    token = _bearer(request)
+    if token is None:
+        raise ApiError(401, "missing_token", "an admin bearer token is required", {"WWW-Authenticate": "Bearer"})
+    if not hmac.compare_digest(token.encode(), config.admin_token.encode()):
+        raise ApiError(403, "bad_token", "the admin token is not valid")
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"code": code, "message": message}, status_code=status,
+                        headers={"Cache-Control": "no-store", **(headers or {})})
+
+
+def _install_error_handlers(api: FastAPI, config: ServeConfig) -> None:
+    retry = {"Retry-After": str(config.retry_after_s)}
+    table: list[tuple[type[BaseException], int, str, dict[str, str]]] = [
+        (InvalidTemplateId, 400, "invalid_template_id", {}),
+        (InvalidName, 400, "invalid_request", {}),
+        (LibraryError, 404, "not_found", {}),
+        (NotFound, 404, "not_found", {}),
+        (ShardIntegrityError, 502, "shard_corrupt", {}),
+        (ManifestError, 502, "invalid_manifest", {}),
+        (TransientStoreError, 503, "store_unavailable", retry),
+        (StoreError, 502, "store_error", {}),
+    ]
+
+    @api.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.code, exc.message, exc.headers)
+
+    @api.exception_handler(SakuraError)
+    async def sakura_error(_: Request, exc: SakuraError) -> JSONResponse:
+        for kind, status, code, headers in table:
+            if isinstance(exc, kind):
+                return _error(status, code, str(exc), headers)
+        return _error(500, exc.code, str(exc))
+
+    @api.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(400, "invalid_request", "malformed request")
+
+    @api.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, "not_found" if exc.status_code == 404 else "http_error", str(exc.detail))
+
+    @api.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        logging.getLogger("sakura.serve").exception("unexpected error")
+        return _error(500, "internal", "internal error")
+
+
+def _install_middleware(api: FastAPI, metrics: ServeMetrics) -> None:
+    @api.middleware("http")
+    async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        start = time.perf_counter()
+        response = await call_next(request)
+        route = getattr(request.scope.get("route"), "path", "unmatched")
+        elapsed = time.perf_counter() - start
+        size = int(response.headers.get("content-length", 0) or 0)
+        metrics.requests.labels(route, str(response.status_code)).inc()
+        metrics.bytes.labels(route).inc(size)
+        metrics.latency.labels(route).observe(elapsed)
+        access_log.info(json.dumps({"method": request.method, "path": request.url.path, "status": response.status_code,
+                                    "bytes": size, "ms": round(elapsed * 1000, 2), "route": route}))
+        return response

@@ -1,0 +1,146 @@
+"""The HTTP API in-process (FastAPI TestClient on a local library): every endpoint and 4xx path."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sakura.platform.store import open_store
+from sakura.serve.api import create_api
+from sakura.serve.config import ServeConfig
+from tests.unit.platform.test_library import publish
+
+ADMIN = "s3cret-admin"
+
+
+@pytest.fixture(scope="module")
+def library_uri(tmp_path_factory):
+    from sakura.jobs.builder import BuildSettings, TemplateBuilder
+    from sakura.platform.codec import default_levels
+    from sakura.platform.library import TemplateLibrary
+
+    uri = f"file://{tmp_path_factory.mktemp('lib')}"
+    builder = TemplateBuilder(BuildSettings(model="tiny-sd3", levels=tuple(default_levels().values()), steps=1, calibration=1))
+    library = TemplateLibrary(open_store(uri))
+    for image in ("skimage:brick", "skimage:grass"):
+        publish(library, builder, uri, "tpl", image)
+    return uri
+
+
+@pytest.fixture
+def client(library_uri):
+    return TestClient(create_api(ServeConfig(store=library_uri, admin_token=ADMIN, alias_ttl_s=0)))
+
+
+def shard_url(version="1", shard="0", level="medium"):
+    return f"/v1/templates/tpl/versions/{version}/shards/{shard}/{level}"
+
+
+def test_health_catalogue_versions_and_metrics(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/v1/templates").json() == {"templates": [{"id": "tpl", "aliases": {"latest": 2}}]}
+    assert client.get("/v1/templates/tpl/versions").json()["versions"] == [1, 2]
+    client.get(shard_url())
+    text = client.get("/metrics").text
+    assert "sakura_requests_total" in text and 'sakura_shard_tier_hits_total{tier="store"}' in text
+
+
+def test_manifest_numeric_is_immutable_and_alias_is_not(client):
+    numeric = client.get("/v1/templates/tpl/versions/1/manifest")
+    assert numeric.status_code == 200 and numeric.json()["version"] == 1
+    assert "immutable" in numeric.headers["cache-control"]
+    assert numeric.headers["etag"] == f'"{hashlib.sha256(numeric.content).hexdigest()}"'
+    assert client.get("/v1/templates/tpl/versions/1/manifest", headers={"If-None-Match": numeric.headers["etag"]}).status_code == 304
+    alias = client.get("/v1/templates/tpl/versions/latest/manifest")
+    assert alias.json()["version"] == 2 and alias.headers["cache-control"] == "no-cache"
+    assert alias.headers["x-sakura-version"] == "2"
+
+
+def test_shard_bytes_etag_304_and_ranges(client):
+    manifest = client.get("/v1/templates/tpl/versions/1/manifest").json()
+    loc = manifest["shards"][0]["levels"]["medium"]
+    r = client.get(shard_url())
+    assert r.status_code == 200 and len(r.content) == loc["length"]
+    assert hashlib.sha256(r.content).hexdigest() == loc["sha256"] and r.headers["etag"] == f'"{loc["sha256"]}"'
+    assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert client.get(shard_url(), headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+    part = client.get(shard_url(), headers={"Range": "bytes=10-19"})
+    assert part.status_code == 206 and part.content == r.content[10:20]
+    assert part.headers["content-range"] == f"bytes 10-19/{len(r.content)}"
+    assert client.get(shard_url(), headers={"Range": "bytes=-5"}).content == r.content[-5:]
+    assert client.get(shard_url(), headers={"Range": f"bytes=100-"}).content == r.content[100:]
+    bad = client.get(shard_url(), headers={"Range": f"bytes={len(r.content)}-"})
+    assert bad.status_code == 416 and bad.headers["content-range"] == f"bytes */{len(r.content)}"
+    assert client.get(shard_url(version="latest")).headers["cache-control"] == "no-cache"
+
+
+@pytest.mark.parametrize("url, status, code", [
+    ("/v1/templates/nope/versions", 404, "not_found"),
+    ("/v1/templates/NOPE!/versions", 400, "invalid_template_id"),
+    ("/v1/templates/..%2F..%2Fetc/versions/1/manifest", 404, "not_found"),
+    ("/v1/templates/..%2e/versions/1/manifest", 400, "invalid_template_id"),
+    ("/v1/templates/tpl/versions/9/manifest", 404, "not_found"),
+    ("/v1/templates/tpl/versions/no_such_alias/manifest", 404, "not_found"),
+    ("/v1/templates/tpl/versions/-1/manifest", 400, "invalid_request"),
+    ("/v1/templates/tpl/versions/99999999999999999999/manifest", 400, "invalid_request"),
+    (shard_url(shard="-1"), 400, "invalid_shard"),
+    (shard_url(shard="99999999999999999999999"), 400, "invalid_shard"),
+    (shard_url(shard="abc"), 400, "invalid_shard"),
+    (shard_url(shard="500"), 404, "unknown_shard"),
+    (shard_url(level="ultra"), 404, "unknown_level"),
+    (shard_url(level="../full"), 404, "not_found"),
+    (shard_url(level="FULL"), 400, "invalid_request"),
+    ("/v2/anything", 404, "not_found"),
+])
+def test_bad_requests_get_typed_errors(client, url, status, code):
+    r = client.get(url)
+    assert r.status_code == status, r.text
+    assert r.json()["code"] == code
+
+
+def test_alias_update_needs_the_admin_token(client):
+    url = "/v1/templates/tpl/aliases/stable"
+    assert client.put(url, json={"version": 1}).status_code == 401
+    assert client.put(url, json={"version": 1}, headers={"Authorization": "Bearer wrong"}).status_code == 403
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    assert client.put(url, json={"version": 1}, headers=auth).json() == {"id": "tpl", "alias": "stable", "version": 1}
+    assert client.get("/v1/templates/tpl/versions/stable/manifest").json()["version"] == 1
+    assert client.put(url, json={"version": 7}, headers=auth).status_code == 404
+    assert client.put(url, content=b"not json", headers=auth).json()["code"] == "invalid_body"
+    assert client.put("/v1/templates/tpl/aliases/Bad Alias", json={"version": 1}, headers=auth).status_code == 400
+
+
+def test_without_an_admin_token_alias_updates_are_disabled(library_uri):
+    client = TestClient(create_api(ServeConfig(store=library_uri)))
+    r = client.put("/v1/templates/tpl/aliases/stable", json={"version": 1}, headers={"Authorization": "Bearer x"})
+    assert r.status_code == 403 and r.json()["code"] == "admin_disabled"
+
+
+def test_api_keys_guard_reads_when_configured(library_uri):
+    client = TestClient(create_api(ServeConfig(store=library_uri, api_keys=("k1", "k2"))))
+    assert client.get("/v1/templates").status_code == 401
+    assert client.get("/v1/templates", headers={"X-API-Key": "nope"}).status_code == 403
+    assert client.get("/v1/templates", headers={"X-API-Key": "k2"}).status_code == 200
+    assert client.get(shard_url(), headers={"Authorization": "Bearer k1"}).status_code == 200
+    assert client.get("/healthz").status_code == 200
+
+
+def test_altered_bytes_are_never_served(tmp_path, library_uri):
+    import shutil
+
+    copy = tmp_path / "lib"
+    shutil.copytree(library_uri.removeprefix("file://"), copy)
+    client = TestClient(create_api(ServeConfig(store=f"file://{copy}")))
+    manifest = client.get("/v1/templates/tpl/versions/1/manifest").json()
+    level = next(lv for lv in manifest["levels"] if lv["name"] == "compact")
+    loc = manifest["shards"][1]["levels"]["compact"]
+    path = copy / level["key"]
+    data = bytearray(path.read_bytes())
+    data[loc["offset"] + 5] ^= 0xFF
+    path.write_bytes(bytes(data))
+    r = client.get(shard_url(shard="1", level="compact"))
+    assert r.status_code == 502 and r.json()["code"] == "shard_corrupt"
+    assert client.get(shard_url(shard="0", level="compact")).status_code == 200
+    assert "sakura_corrupt_shards_total 1.0" in client.get("/metrics").text
