@@ -56,7 +56,7 @@ def main() -> int:
     parser.add_argument("--templates", type=int, default=6)
     parser.add_argument("--json")
     args = parser.parse_args()
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         spec = write_spec(Path(tmp), args.templates)

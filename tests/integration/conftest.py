@@ -112,6 +112,14 @@ class RayCluster:
             os.killpg(self._proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        # `ray start` left a pointer to this (now dead) cluster that a later ray.init() would follow.
+        pointer = "/tmp/ray/ray_current_cluster"
+        try:
+            with open(pointer) as fh:
+                if fh.read().strip().endswith(f":{self.port}"):
+                    os.unlink(pointer)
+        except OSError:
+            pass
 
 
 @pytest.fixture(scope="session")

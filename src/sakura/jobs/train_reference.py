@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
-    ray.init(address=args.ray_address, include_dashboard=False, logging_level="WARNING")
+    ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING")
     try:
         remote = ray.remote(num_cpus=config.threads, num_gpus=args.num_gpus)(train)
         result = ray.get(remote.remote(config))

@@ -34,6 +34,7 @@ from sakura.serve.ranges import RangeNotSatisfiable, parse_range
 IMMUTABLE = "public, max-age=31536000, immutable"
 NO_CACHE = "no-cache"
 MAX_SHARD_INDEX = 1_000_000
+MAX_HEADER_BYTES = 16 << 10
 access_log = logging.getLogger("sakura.serve.access")
 
 
@@ -225,7 +226,10 @@ def _install_middleware(api: FastAPI, metrics: ServeMetrics) -> None:
     @api.middleware("http")
     async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         start = time.perf_counter()
-        response = await call_next(request)
+        if sum(len(k) + len(v) for k, v in request.scope.get("headers", [])) > MAX_HEADER_BYTES:
+            response: Response = _error(431, "headers_too_large", f"request headers exceed {MAX_HEADER_BYTES} bytes")
+        else:
+            response = await call_next(request)
         route = getattr(request.scope.get("route"), "path", "unmatched")
         elapsed = time.perf_counter() - start
         size = int(response.headers.get("content-length", 0) or 0)

@@ -6,7 +6,6 @@ Each replica builds its own FastAPI app (and so its own caches and metrics) when
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from ray import serve
@@ -17,14 +16,14 @@ from sakura.serve.config import ServeConfig
 DEPLOYMENT_NAME = "sakura"
 
 
-def _api_from(config: dict[str, Any]):
-    return create_api(ServeConfig(**config))
-
-
 def build_app(args: dict[str, Any] | None = None, *, num_replicas: int | str = 1) -> serve.Application:
     """An application for ``serve.run`` / ``serve deploy`` (``args`` override the environment)."""
-    config = ServeConfig.from_env(**(args or {}))
-    ingress = serve.ingress(functools.partial(_api_from, config.model_dump()))
+    config = ServeConfig.from_env(**(args or {})).model_dump()
+
+    def build_api():  # a zero-argument builder: Serve runs it on each replica
+        return create_api(ServeConfig(**config))
+
+    ingress = serve.ingress(build_api)
     deployment = serve.deployment(name=DEPLOYMENT_NAME, num_replicas=num_replicas, max_ongoing_requests=64)(
         ingress(type("ShardService", (), {}))
     )

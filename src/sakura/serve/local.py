@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     from sakura.serve.app import build_app
 
     open_store(args.store).check_reachable()
-    ray.init(address=args.ray_address, include_dashboard=False, logging_level="WARNING")
+    ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

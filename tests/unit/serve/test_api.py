@@ -144,3 +144,9 @@ def test_altered_bytes_are_never_served(tmp_path, library_uri):
     assert r.status_code == 502 and r.json()["code"] == "shard_corrupt"
     assert client.get(shard_url(shard="0", level="compact")).status_code == 200
     assert "sakura_corrupt_shards_total 1.0" in client.get("/metrics").text
+
+
+def test_oversized_headers_get_431(client):
+    r = client.get("/healthz", headers={"X-Junk": "x" * 40_000})
+    assert r.status_code == 431 and r.json()["code"] == "headers_too_large"
+    assert client.get("/healthz").status_code == 200

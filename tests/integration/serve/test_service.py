@@ -1,0 +1,141 @@
+"""The shard service on a real Ray Serve instance, reading a library from a real S3 server (moto)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import httpx
+import pytest
+
+from tests.integration.conftest import free_port
+from tests.unit.platform.test_library import publish
+
+ADMIN = "integration-admin-token"
+
+
+@pytest.fixture(scope="module")
+def library(s3_server):
+    from sakura.jobs.builder import BuildSettings, TemplateBuilder
+    from sakura.platform.codec import default_levels
+    from sakura.platform.library import TemplateLibrary
+    from sakura.platform.store import open_store
+
+    uri = f"s3://{s3_server.new_bucket()}/lib?endpoint={s3_server.endpoint}"
+    builder = TemplateBuilder(BuildSettings(model="tiny-sd3", levels=tuple(default_levels().values()), steps=2, calibration=1))
+    lib = TemplateLibrary(open_store(uri))
+    for image in ("skimage:brick", "skimage:grass"):
+        publish(lib, builder, uri, "tpl", image)
+    return uri
+
+
+@pytest.fixture(scope="module")
+def service(ray_cluster, library):
+    from ray import serve
+
+    from sakura.serve.app import build_app
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(build_app({"store": library, "admin_token": ADMIN, "alias_ttl_s": 0.0, "retry_after_s": 3}),
+              name="proxy", route_prefix="/")
+    serve.run(build_app({"store": library, "mode": "redirect"}), name="redirect", route_prefix="/redirect")
+    base = f"http://127.0.0.1:{port}"
+    with httpx.Client(base_url=base, timeout=30) as client:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if client.get("/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        yield client
+    serve.shutdown()
+
+
+def shard_url(version="1", shard=0, level="medium", prefix=""):
+    return f"{prefix}/v1/templates/tpl/versions/{version}/shards/{shard}/{level}"
+
+
+def test_every_endpoint(service):
+    assert service.get("/healthz").json() == {"status": "ok"}
+    assert service.get("/v1/templates").json()["templates"][0]["id"] == "tpl"
+    assert service.get("/v1/templates/tpl/versions").json()["versions"] == [1, 2]
+    manifest = service.get("/v1/templates/tpl/versions/1/manifest")
+    assert manifest.status_code == 200 and "immutable" in manifest.headers["cache-control"]
+    assert service.get("/v1/templates/tpl/versions/latest/manifest").json()["version"] == 2
+    loc = manifest.json()["shards"][0]["levels"]["medium"]
+    r = service.get(shard_url())
+    assert r.status_code == 200 and hashlib.sha256(r.content).hexdigest() == loc["sha256"]
+    assert service.get(shard_url(), headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+    assert service.get(shard_url(), headers={"Range": "bytes=0-99"}).status_code == 206
+    assert service.get(shard_url(), headers={"Range": f"bytes={len(r.content) + 10}-"}).status_code == 416
+    assert "sakura_request_seconds_bucket" in service.get("/metrics").text
+
+
+def test_alias_update_with_and_without_token(service):
+    url = "/v1/templates/tpl/aliases/stable"
+    assert service.put(url, json={"version": 1}).status_code == 401
+    assert service.put(url, json={"version": 1}, headers={"Authorization": "Bearer nope"}).status_code == 403
+    ok = service.put(url, json={"version": 1}, headers={"Authorization": f"Bearer {ADMIN}"})
+    assert ok.status_code == 200
+    assert service.get("/v1/templates/tpl/versions/stable/manifest").json()["version"] == 1
+
+
+@pytest.mark.parametrize("url, status", [
+    ("/v1/templates/..%2e/versions/1/manifest", 400),
+    ("/v1/templates/tpl/versions/1/shards/-1/medium", 400),
+    ("/v1/templates/tpl/versions/1/shards/123456789012345678901234567890/medium", 400),
+    ("/v1/templates/tpl/versions/1/shards/0/ultra", 404),
+    ("/v1/templates/ghost/versions/1/manifest", 404),
+])
+def test_hostile_input_gets_4xx_and_leaves_the_service_healthy(service, url, status):
+    r = service.get(url)
+    assert r.status_code == status and "code" in r.json()
+    assert service.get("/healthz").status_code == 200
+
+
+def test_oversized_headers_are_refused(service):
+    try:
+        r = service.get("/healthz", headers={"X-Junk": "x" * 200_000})
+        assert r.status_code == 431
+    except httpx.HTTPError:
+        pass  # a proxy closing the connection is a refusal too
+    assert service.get("/healthz").status_code == 200
+
+
+def test_store_outage_serves_cached_shards_and_recovers(service, s3_server):
+    cached = shard_url(shard=1, level="compact")
+    assert service.get(cached).status_code == 200
+    s3_server.stop()
+    try:
+        assert service.get(cached).status_code == 200
+        r = service.get(shard_url(shard=2, level="compact"))
+        assert r.status_code == 503 and r.json()["code"] == "store_unavailable" and r.headers["retry-after"] == "3"
+    finally:
+        s3_server.start()
+    assert service.get(shard_url(shard=2, level="compact")).status_code == 200
+
+
+def test_altered_bytes_in_the_store_are_never_served(service, s3_server, library):
+    manifest = service.get("/v1/templates/tpl/versions/2/manifest").json()
+    level = next(lv for lv in manifest["levels"] if lv["name"] == "full")
+    loc = manifest["shards"][3]["levels"]["full"]
+    bucket = library.split("/")[2]
+    client = s3_server.client()
+    key = f"lib/{level['key']}"
+    data = bytearray(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    data[loc["offset"] + 7] ^= 0x01
+    client.put_object(Bucket=bucket, Key=key, Body=bytes(data))
+    r = service.get(shard_url(version="2", shard=3, level="full"))
+    assert r.status_code == 502 and r.json()["code"] == "shard_corrupt"
+
+
+def test_redirect_mode_sends_clients_to_the_store_with_a_byte_range(service):
+    manifest = service.get("/redirect/v1/templates/tpl/versions/1/manifest").json()
+    loc = manifest["shards"][0]["levels"]["full"]
+    r = service.get(shard_url(level="full", prefix="/redirect"), follow_redirects=False)
+    assert r.status_code == 307 and r.headers["x-sakura-range"] == f"bytes={loc['offset']}-{loc['offset'] + loc['length'] - 1}"
+    direct = httpx.get(r.headers["location"], headers={"Range": r.headers["x-sakura-range"]}, timeout=30)
+    assert direct.status_code == 206 and hashlib.sha256(direct.content).hexdigest() == loc["sha256"]
