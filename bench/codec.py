@@ -32,6 +32,7 @@ from sakura.platform.codec import default_levels  # noqa: E402
 from sakura.platform.images import fit_image, load_image  # noqa: E402
 from sakura.platform.kv import TemplateKV  # noqa: E402
 from sakura.platform.models import EditRequest, Schedule, Template, load_model  # noqa: E402
+from sakura.platform.models.registry import default_steps  # noqa: E402
 from sakura.platform.spec import load_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,12 +74,13 @@ def main() -> int:
     parser.add_argument("--spec", default=str(ROOT / "examples" / "templates.yaml"))
     parser.add_argument("--templates", type=int, default=3, help="how many spec templates to use")
     parser.add_argument("--requests", type=int, default=2, help="held-out requests per template")
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, help="denoising steps (default: the model's library default)")
     parser.add_argument("--methods", nargs="*", help="only these methods")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
 
     adapter = load_model(args.model)
+    args.steps = args.steps or default_steps(args.model)
     schedule = Schedule(steps=args.steps)
     print(f"model {args.model}: capturing {args.templates} templates, {args.requests} held-out requests each")
     cases, layer_s = prepare(adapter, schedule, args)
@@ -105,7 +107,7 @@ def prepare(adapter, schedule: Schedule, args) -> tuple[list[Case], float]:
 
     cases = []
     for entry in entries:
-        template = Template(fit_image(load_image(entry.image, spec.base_dir), res), entry.prompt)
+        template = Template(fit_image(load_image(entry.image, spec.base_dir), res), entry.prompt, entry.task.value)
         captures = [adapter.capture(template, request(*c), schedule) for c in CALIBRATION]
         scores = imp.from_attention(c.attention_mass for c in captures)
         cases.append(Case(template, captures[0].kv, scores, [request(*r) for r in HELD_OUT[: args.requests]]))

@@ -114,7 +114,8 @@ def save(result: TrainResult, out: Path) -> None:
     model.load_state_dict(result.state_dict)
     save_file({k: v.contiguous() for k, v in result.state_dict.items()}, str(out / "reference.safetensors"))
     (out / "reference.json").write_text(json.dumps({
-        "model_config": dict(model.config), "train_config": asdict(result.config),
+        "model_config": {k: v for k, v in dict(model.config).items() if not k.startswith("_")},
+        "train_config": asdict(result.config),
         "train_seconds": round(result.seconds, 1), "final_loss": float(np.mean(result.losses[-50:])),
         "loss_curve": [round(float(np.mean(result.losses[i : i + 50])), 4) for i in range(0, len(result.losses), 50)],
     }, indent=2))
