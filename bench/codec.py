@@ -40,14 +40,35 @@ CALIBRATION = [("skimage:chelsea", 101), ("skimage:rocket", 102)]
 HELD_OUT = [("skimage:retina", 201), ("skimage:hubble_deep_field", 202), ("skimage:camera", 203)]
 
 
-def methods() -> list[Method]:
+def frontier() -> list[Method]:
+    """Extra points for the size/quality frontier: class layouts with and without importance."""
+    from sakura.platform.codec import parse_levels
+
+    layouts = {
+        "u3": [(1.0, 3)], "u4": [(1.0, 4)],
+        "mix-8/4/2": [(0.1, 8), (0.3, 4), (0.6, 2)],
+        "mix-6/3/2": [(0.1, 6), (0.3, 3), (0.6, 2)],
+    }
+    out: list[Method] = []
+    for name, classes in layouts.items():
+        (level,) = parse_levels([{"name": name.replace("/", "-"), "classes": [{"fraction": f, "bits": b} for f, b in classes]}]).values()
+        out.append(SakuraLevel(name, level, description=f"frontier {name}"))
+        if len(classes) > 1:
+            out.append(SakuraLevel(f"{name}-random", level, random_ranking=True, description=f"frontier {name}, random ranking"))
+    return out
+
+
+def methods(with_frontier: bool = False) -> list[Method]:
     levels = default_levels()
-    return [
+    extra = frontier() if with_frontier else []
+    return extra + [
         SakuraLevel("compact", levels["compact"], description="SAKURA compact"),
         SakuraLevel("medium", levels["medium"], description="SAKURA medium"),
         SakuraLevel("full", levels["full"], description="SAKURA full (lossless)"),
         SakuraLevel("medium-random", levels["medium"], random_ranking=True,
                     description="importance-blind: medium's classes, random token ranking"),
+        SakuraLevel("compact-random", levels["compact"], random_ranking=True,
+                    description="importance-blind: compact's classes, random token ranking"),
         UniformInt8(),
         KiviInt4(),
         CacheGenStyle("cachegen-fine", bins=(0.35, 0.5, 0.7)),
@@ -76,6 +97,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=2, help="held-out requests per template")
     parser.add_argument("--steps", type=int, help="denoising steps (default: the model's library default)")
     parser.add_argument("--methods", nargs="*", help="only these methods")
+    parser.add_argument("--frontier", action="store_true", help="add uniform and mixed-class points, ranked and random")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
 
@@ -84,7 +106,7 @@ def main() -> int:
     schedule = Schedule(steps=args.steps)
     print(f"model {args.model}: capturing {args.templates} templates, {args.requests} held-out requests each")
     cases, layer_s = prepare(adapter, schedule, args)
-    chosen = [m for m in methods() if not args.methods or m.name in args.methods]
+    chosen = [m for m in methods(args.frontier) if not args.methods or m.name in args.methods]
     results = {m.name: evaluate(m, adapter, schedule, cases, layer_s) for m in chosen}
     print_table(results)
     if args.json:

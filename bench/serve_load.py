@@ -62,7 +62,15 @@ def drive(urls: list[str], clients: int, seconds: float, follow: bool, range_hea
     lock = threading.Lock()
     stop_at = time.perf_counter() + seconds
 
+    errors: list[str] = []
+
     def worker(offset: int) -> None:
+        try:
+            run(offset)
+        except Exception as exc:  # surfaced after the join
+            errors.append(repr(exc))
+
+    def run(offset: int) -> None:
         local, got = [], 0
         with httpx.Client(timeout=30, follow_redirects=False) as client:
             i = offset
@@ -87,6 +95,8 @@ def drive(urls: list[str], clients: int, seconds: float, follow: bool, range_hea
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"{len(errors)} client(s) failed, e.g. {errors[0]}")
     latencies.sort()
     return {"requests": len(latencies), "mb_s": nbytes[0] / elapsed / 1e6, "req_s": len(latencies) / elapsed,
             "p50_ms": 1000 * statistics.median(latencies), "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))]}
@@ -96,7 +106,7 @@ def static_server(folder: Path) -> tuple[subprocess.Popen, int, str]:
     port = free_port()
     if shutil.which("nginx"):
         conf = folder / "nginx.conf"
-        conf.write_text(f"""daemon off; worker_processes 2; pid {folder}/nginx.pid; error_log {folder}/error.log;
+        conf.write_text(f"""daemon off; worker_processes 2; user {os.environ.get("USER", "root")}; pid {folder}/nginx.pid; error_log {folder}/error.log;
 events {{ worker_connections 1024; }}
 http {{ access_log off; sendfile on; keepalive_requests 100000;
   server {{ listen 127.0.0.1:{port}; root {folder}/files; }} }}""")
@@ -143,7 +153,8 @@ def main() -> int:
     print(f"{len(targets)} shards, {sum(t[2] for t in targets) / len(targets) / 1e3:.1f} kB mean; "
           f"{args.clients} clients x {args.seconds:.0f} s per mode")
 
-    ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    # Logical CPUs: three one-CPU replicas must fit beside the proxy on a 2-core machine.
+    ray.init(address="local", num_cpus=8, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     serve_port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": serve_port}, logging_config={"log_level": "WARNING"})
     serve.run(build_app({"store": uri}), name="memory", route_prefix="/memory")
