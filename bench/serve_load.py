@@ -39,17 +39,11 @@ def free_port() -> int:
 def build_library(endpoint: str, model: str) -> tuple[str, list[tuple[int, str, int]]]:
     import boto3
 
-    from sakura.jobs.builder import BuildSettings, TemplateBuilder
-    from sakura.platform.codec import default_levels
-    from sakura.platform.library import TemplateLibrary
-    from sakura.platform.store import open_store
-    from tests.unit.platform.test_library import publish
+    from tests.helpers import make_library
 
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench-serve")
     uri = f"s3://bench-serve/lib?endpoint={endpoint}"
-    builder = TemplateBuilder(BuildSettings(model=model, levels=tuple(default_levels().values()), steps=2, calibration=1))
-    library = TemplateLibrary(open_store(uri))
-    publish(library, builder, uri, "bench", "skimage:brick")
+    library = make_library(uri, ["skimage:brick"], template_id="bench", model=model, steps=2)
     manifest = library.manifest("bench", 1)
     targets = [(s.index, lv.name, s.levels[lv.name].length) for s in manifest.shards for lv in manifest.levels
                if lv.name in ("medium", "full")]

@@ -9,23 +9,15 @@ import httpx
 import pytest
 
 from tests.integration.conftest import free_port
-from tests.unit.platform.test_library import publish
+from tests.helpers import make_library
 
 ADMIN = "integration-admin-token"
 
 
 @pytest.fixture(scope="module")
 def library(s3_server):
-    from sakura.jobs.builder import BuildSettings, TemplateBuilder
-    from sakura.platform.codec import default_levels
-    from sakura.platform.library import TemplateLibrary
-    from sakura.platform.store import open_store
-
     uri = f"s3://{s3_server.new_bucket()}/lib?endpoint={s3_server.endpoint}"
-    builder = TemplateBuilder(BuildSettings(model="tiny-sd3", levels=tuple(default_levels().values()), steps=2, calibration=1))
-    lib = TemplateLibrary(open_store(uri))
-    for image in ("skimage:brick", "skimage:grass"):
-        publish(lib, builder, uri, "tpl", image)
+    make_library(uri, ["skimage:brick", "skimage:grass"], steps=2)
     return uri
 
 

@@ -5,45 +5,21 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from sakura.cli import main as cli
-from sakura.jobs.builder import BuildJob, BuildSettings, TemplateBuilder, content_hash
 from sakura.platform import layout
-from sakura.platform.codec import default_levels
 from sakura.platform.library import LibraryError, TemplateLibrary
 from sakura.platform.manifest import Manifest, ManifestError
-from sakura.platform.spec import parse_spec
 from sakura.platform.store import open_store
-
-
-@pytest.fixture(scope="module")
-def builder() -> TemplateBuilder:
-    return TemplateBuilder(BuildSettings(model="tiny-sd3", levels=tuple(default_levels().values()), steps=1, calibration=1))
-
-
-def publish(library: TemplateLibrary, builder: TemplateBuilder, store_uri: str, template_id: str, image: str) -> int:
-    spec = parse_spec({"templates": [{"id": template_id, "task": "try_on", "image": image, "prompt": "p"}]},
-                      source="test", base_dir=Path("."))
-    entry = spec.templates[0]
-    settings = BuildSettings(**{**builder.settings.__dict__, "store": store_uri})
-    builder.settings = settings
-    digest = content_hash(entry, spec.base_dir, builder.adapter.fingerprint, settings)
-    version = library.claim_version(template_id, digest)
-    outcome = builder.build(BuildJob(entry, ".", version, digest))
-    library.publish(outcome.manifest)
-    return version
+from tests.helpers import make_library
 
 
 @pytest.fixture
-def library(tmp_path, builder):
+def library(tmp_path):
     uri = f"file://{tmp_path}/lib"
-    lib = TemplateLibrary(open_store(uri))
-    for image in ("skimage:brick", "skimage:grass", "skimage:gravel"):
-        publish(lib, builder, uri, "tpl", image)
-    return lib, uri
+    return make_library(uri, ["skimage:brick", "skimage:grass", "skimage:gravel"]), uri
 
 
 def test_versions_aliases_and_manifests(library):

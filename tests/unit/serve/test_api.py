@@ -7,25 +7,17 @@ import hashlib
 import pytest
 from fastapi.testclient import TestClient
 
-from sakura.platform.store import open_store
 from sakura.serve.api import create_api
 from sakura.serve.config import ServeConfig
-from tests.unit.platform.test_library import publish
+from tests.helpers import make_library
 
 ADMIN = "s3cret-admin"
 
 
 @pytest.fixture(scope="module")
 def library_uri(tmp_path_factory):
-    from sakura.jobs.builder import BuildSettings, TemplateBuilder
-    from sakura.platform.codec import default_levels
-    from sakura.platform.library import TemplateLibrary
-
     uri = f"file://{tmp_path_factory.mktemp('lib')}"
-    builder = TemplateBuilder(BuildSettings(model="tiny-sd3", levels=tuple(default_levels().values()), steps=1, calibration=1))
-    library = TemplateLibrary(open_store(uri))
-    for image in ("skimage:brick", "skimage:grass"):
-        publish(library, builder, uri, "tpl", image)
+    make_library(uri, ["skimage:brick", "skimage:grass"])
     return uri
 
 

@@ -15,9 +15,8 @@ import numpy as np
 import torch
 
 from sakura.platform.models._attention import template_attention
-from sakura.platform.models._pixels import PixelCodec
-from sakura.platform.models._prompts import HashedPromptEncoder
-from sakura.platform.models.base import EditRequest, ModelAdapter, ModelInfo, to_unit_image
+from sakura.platform.models._diffusers import DiffusersAdapter
+from sakura.platform.models.base import to_unit_image
 
 
 class FluxTemplateProcessor:
@@ -66,16 +65,8 @@ class FluxTemplateProcessor:
         return attn.to_out[1](attn.to_out[0](image.contiguous())), attn.to_add_out(context.contiguous())
 
 
-class FluxAdapter(ModelAdapter):
+class FluxAdapter(DiffusersAdapter):
     family = "flux"
-    step_dependent = True
-
-    def __init__(self, model: torch.nn.Module, *, name: str, resolution: int, pack: int, text_tokens: int) -> None:
-        cfg = model.config
-        self.codec = PixelCodec(resolution, pack, cfg.in_channels)
-        self.prompts = HashedPromptEncoder(text_tokens, cfg.joint_attention_dim, cfg.pooled_projection_dim)
-        self.text_tokens = text_tokens
-        super().__init__(model, name=name, resolution=resolution)
 
     def _attention_modules(self) -> list[torch.nn.Module]:
         blocks = list(self.model.transformer_blocks) + list(self.model.single_transformer_blocks)
@@ -85,22 +76,8 @@ class FluxAdapter(ModelAdapter):
         for layer, attn in enumerate(self._attention_modules()):
             attn.set_processor(FluxTemplateProcessor(self, layer))
 
-    def _fingerprint_extra(self) -> dict[str, Any]:
-        return {**super()._fingerprint_extra(), "pack": self.codec.pack, "text_tokens": self.text_tokens}
-
-    def info(self) -> ModelInfo:
-        cfg = self.model.config
-        return ModelInfo(
-            name=self.name,
-            family=self.family,
-            layers=len(self._attention_modules()),
-            heads=cfg.num_attention_heads,
-            head_dim=cfg.attention_head_dim,
-            resolution=self.resolution,
-            image_tokens=self.codec.grid**2,
-            text_tokens=self.text_tokens,
-            step_dependent=self.step_dependent,
-        )
+    def _image_tokens(self) -> int:
+        return self.codec.grid**2
 
     def _image_latent(self, image: np.ndarray, *, template: bool) -> torch.Tensor:
         cells = self.codec.encode(to_unit_image(image))
@@ -113,10 +90,6 @@ class FluxAdapter(ModelAdapter):
         ids[..., 1] = torch.arange(g)[:, None]
         ids[..., 2] = torch.arange(g)[None, :]
         return ids.reshape(-1, 3)
-
-    def _condition(self, prompt: str, request: EditRequest) -> tuple[torch.Tensor, torch.Tensor]:
-        text, pooled = self.prompts.encode(prompt)
-        return text.to(self._dtype), pooled.to(self._dtype)
 
     def _velocity(self, x: torch.Tensor, sigma: float, cond: Any, template: torch.Tensor | None) -> torch.Tensor:
         text, pooled = cond
@@ -140,7 +113,3 @@ class FluxAdapter(ModelAdapter):
     def latent_to_image(self, latent: torch.Tensor) -> np.ndarray:
         g = self.codec.grid
         return self.codec.decode(latent.reshape(g, g, -1))
-
-    @property
-    def _dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype

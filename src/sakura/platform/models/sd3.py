@@ -17,9 +17,8 @@ import numpy as np
 import torch
 
 from sakura.platform.models._attention import template_attention
-from sakura.platform.models._pixels import PixelCodec
-from sakura.platform.models._prompts import HashedPromptEncoder
-from sakura.platform.models.base import EditRequest, ModelAdapter, ModelInfo, to_unit_image
+from sakura.platform.models._diffusers import DiffusersAdapter
+from sakura.platform.models.base import to_unit_image
 
 
 class SD3TemplateProcessor:
@@ -69,17 +68,12 @@ class SD3TemplateProcessor:
         return out if encoder_hidden_states is None else (out, context)
 
 
-class SD3Adapter(ModelAdapter):
+class SD3Adapter(DiffusersAdapter):
     family = "sd3"
-    step_dependent = True
 
     def __init__(self, model: torch.nn.Module, *, name: str, resolution: int, pack: int, text_tokens: int) -> None:
-        cfg = model.config
         # SD3 patchifies by itself: the codec maps pixels to the model's latent grid.
-        self.codec = PixelCodec(resolution, pack, cfg.in_channels)
-        self.prompts = HashedPromptEncoder(text_tokens, cfg.joint_attention_dim, cfg.pooled_projection_dim)
-        self.text_tokens = text_tokens
-        super().__init__(model, name=name, resolution=resolution)
+        super().__init__(model, name=name, resolution=resolution, pack=pack, text_tokens=text_tokens)
         model.pos_embed.register_forward_hook(self._append_template_tokens)
         model.proj_out.register_forward_hook(self._drop_template_tokens)
 
@@ -95,22 +89,8 @@ class SD3Adapter(ModelAdapter):
         for layer, attn in enumerate(self._attention_modules()):
             attn.set_processor(SD3TemplateProcessor(self, layer))
 
-    def _fingerprint_extra(self) -> dict[str, Any]:
-        return {**super()._fingerprint_extra(), "pack": self.codec.pack, "text_tokens": self.text_tokens}
-
-    def info(self) -> ModelInfo:
-        cfg = self.model.config
-        return ModelInfo(
-            name=self.name,
-            family=self.family,
-            layers=len(self._attention_modules()),
-            heads=cfg.num_attention_heads,
-            head_dim=cfg.attention_head_dim,
-            resolution=self.resolution,
-            image_tokens=(self.codec.grid // cfg.patch_size) ** 2,
-            text_tokens=self.text_tokens,
-            step_dependent=self.step_dependent,
-        )
+    def _image_tokens(self) -> int:
+        return (self.codec.grid // self.model.config.patch_size) ** 2
 
     # Template tokens ride along the image stream between these two hooks.
     def _append_template_tokens(self, module: torch.nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
@@ -133,10 +113,6 @@ class SD3Adapter(ModelAdapter):
         cells = self.codec.encode(to_unit_image(image))
         return cells.permute(2, 0, 1).unsqueeze(0).to(self._dtype)
 
-    def _condition(self, prompt: str, request: EditRequest) -> tuple[torch.Tensor, torch.Tensor]:
-        text, pooled = self.prompts.encode(prompt)
-        return text.to(self._dtype), pooled.to(self._dtype)
-
     def _velocity(self, x: torch.Tensor, sigma: float, cond: Any, template: torch.Tensor | None) -> torch.Tensor:
         text, pooled = cond
         return self.model(
@@ -149,7 +125,3 @@ class SD3Adapter(ModelAdapter):
 
     def latent_to_image(self, latent: torch.Tensor) -> np.ndarray:
         return self.codec.decode(latent[0].permute(1, 2, 0))
-
-    @property
-    def _dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype

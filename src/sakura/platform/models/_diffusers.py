@@ -1,0 +1,57 @@
+"""What the diffusers-family adapters (Flux, SD3) share: pixel latents, hashed prompts, model info."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import torch
+
+from sakura.platform.models._pixels import PixelCodec
+from sakura.platform.models._prompts import HashedPromptEncoder
+from sakura.platform.models.base import EditRequest, ModelAdapter, ModelInfo
+
+
+class DiffusersAdapter(ModelAdapter):
+    """A diffusers transformer without its text encoder or VAE (see ``_prompts`` and ``_pixels``)."""
+
+    step_dependent = True
+
+    def __init__(self, model: torch.nn.Module, *, name: str, resolution: int, pack: int, text_tokens: int) -> None:
+        cfg = model.config
+        self.codec = PixelCodec(resolution, pack, cfg.in_channels)
+        self.prompts = HashedPromptEncoder(text_tokens, cfg.joint_attention_dim, cfg.pooled_projection_dim)
+        self.text_tokens = text_tokens
+        super().__init__(model, name=name, resolution=resolution)
+
+    @abc.abstractmethod
+    def _attention_modules(self) -> list[torch.nn.Module]:
+        """The attention modules in the order the model runs them (layer indexes follow it)."""
+
+    @abc.abstractmethod
+    def _image_tokens(self) -> int: ...
+
+    def _fingerprint_extra(self) -> dict[str, Any]:
+        return {**super()._fingerprint_extra(), "pack": self.codec.pack, "text_tokens": self.text_tokens}
+
+    def info(self) -> ModelInfo:
+        cfg = self.model.config
+        return ModelInfo(
+            name=self.name,
+            family=self.family,
+            layers=len(self._attention_modules()),
+            heads=cfg.num_attention_heads,
+            head_dim=cfg.attention_head_dim,
+            resolution=self.resolution,
+            image_tokens=self._image_tokens(),
+            text_tokens=self.text_tokens,
+            step_dependent=self.step_dependent,
+        )
+
+    def _condition(self, prompt: str, request: EditRequest) -> tuple[torch.Tensor, torch.Tensor]:
+        text, pooled = self.prompts.encode(prompt)
+        return text.to(self._dtype), pooled.to(self._dtype)
+
+    @property
+    def _dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype

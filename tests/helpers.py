@@ -1,0 +1,36 @@
+"""Test helpers shared by unit and integration tests (and the serve benchmark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sakura.jobs.builder import BuildJob, BuildSettings, TemplateBuilder, content_hash
+from sakura.platform.codec import default_levels
+from sakura.platform.library import TemplateLibrary
+from sakura.platform.spec import parse_spec
+from sakura.platform.store import open_store
+
+
+def make_builder(model: str = "tiny-sd3", steps: int = 1) -> TemplateBuilder:
+    return TemplateBuilder(BuildSettings(model=model, levels=tuple(default_levels().values()), steps=steps, calibration=1))
+
+
+def publish(library: TemplateLibrary, builder: TemplateBuilder, store_uri: str, template_id: str, image: str) -> int:
+    """Build one template in-process (no Ray) and publish it as the next version."""
+    spec = parse_spec({"templates": [{"id": template_id, "task": "try_on", "image": image, "prompt": "p"}]},
+                      source="test", base_dir=Path("."))
+    entry = spec.templates[0]
+    builder.settings = BuildSettings(**{**builder.settings.__dict__, "store": store_uri})
+    digest = content_hash(entry, spec.base_dir, builder.adapter.fingerprint, builder.settings)
+    version = library.claim_version(template_id, digest)
+    library.publish(builder.build(BuildJob(entry, ".", version, digest)).manifest)
+    return version
+
+
+def make_library(uri: str, images: list[str], *, template_id: str = "tpl", model: str = "tiny-sd3", steps: int = 1) -> TemplateLibrary:
+    """A library with one version of ``template_id`` per image."""
+    library = TemplateLibrary(open_store(uri))
+    builder = make_builder(model, steps)
+    for image in images:
+        publish(library, builder, uri, template_id, image)
+    return library
