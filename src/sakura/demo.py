@@ -54,22 +54,21 @@ def main(argv: list[str] | None = None) -> int:
         captured = adapter.capture(template, calibration, schedule)
         scores = from_attention([captured.attention_mass])
         user = EditRequest(fit_image(load_image(USER_PHOTOS.get(entry.task.value, CALIBRATION_PHOTO)), res), seed=1)
-        images = {}
+        images, sizes = {}, {}
         for name, level in levels.items():
             payloads = {k: encode_shard(captured.kv[k], level, scores[k]) for k in captured.kv}
             kv = TemplateKV(captured.kv.model_fingerprint, {k: decode_shard(p) for k, p in payloads.items()})
             images[name] = adapter.latent_to_image(adapter.replay(kv, template.prompt, user, schedule))
-            size = sum(map(len, payloads.values()))
-            psnr = _psnr(images.get("full"), images[name])
+            sizes[name] = sum(map(len, payloads.values()))
+        for name, size in sizes.items():
+            psnr = "(reference)" if name == "full" else _psnr(images["full"], images[name])
             print(f"   {entry.id:14s} {name:8s} {size:8d} {captured.kv.nbytes_fp16 / size:7.2f}x {psnr:>12s}")
         _save_row([user.image, template.image, *images.values()], args.out / f"{entry.id}.png")
     print(f"   columns of each PNG: user photo, template, then {', '.join(levels)}")
     return 0
 
 
-def _psnr(ref: np.ndarray | None, img: np.ndarray) -> str:
-    if ref is None:
-        return "(reference)"
+def _psnr(ref: np.ndarray, img: np.ndarray) -> str:
     mse = float(np.mean((ref - img) ** 2))
     return "identical" if mse == 0 else f"{10 * math.log10(1.0 / mse):.1f} dB"
 
