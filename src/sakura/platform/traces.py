@@ -68,10 +68,11 @@ class BandwidthTrace:
             raise TraceError(f"trace {self.name} never delivers a byte")
         target = self.bytes_until(start) + nbytes
         periods, rest = divmod(target, self.period_bytes)
-        i = int(np.searchsorted(self._cum_bytes, rest, side="right")) - 1
-        i = min(max(i, 0), len(self.mbps) - 1)
-        while self.mbps[i] <= 0 and self._cum_bytes[i + 1] <= rest:  # step over zero-rate segments
-            i += 1
+        if rest == 0 and periods > 0:  # exactly k periods: done at the end of the k-th, not the next's start
+            periods, rest = periods - 1, self.period_bytes
+        # The segment in which the cumulative count first reaches ``rest`` (it delivers bytes, so
+        # its rate is positive): the earliest instant the last byte can arrive.
+        i = min(max(int(np.searchsorted(self._cum_bytes, rest, side="left")) - 1, 0), len(self.mbps) - 1)
         offset = (rest - self._cum_bytes[i]) / (self.mbps[i] * 1e6 / 8) if self.mbps[i] > 0 else 0.0
         return periods * self.duration + float(self.starts[i]) + float(offset) - start
 

@@ -43,6 +43,9 @@ def test_transfer_time_integrates_the_step_function_and_wraps():
     assert t.transfer_time(0.5, 1e6) == pytest.approx(1.75)  # 0.5 MB, waits out the gap, 0.5 MB
     assert t.transfer_time(2.5, 2e6) == pytest.approx(1.5)  # wraps into the next period
     assert t.transfer_time(0.0, 7e6) == pytest.approx(7.0)
+    assert t.transfer_time(0.0, 3e6) == pytest.approx(3.0)
+    gap_at_end = BandwidthTrace("g", "test", np.array([0.0, 1.0]), np.array([8.0, 0.0]), 2.0)
+    assert gap_at_end.transfer_time(0.0, 1e6) == pytest.approx(1.0)  # not 2.0: the gap comes after
     for start in (0.0, 0.3, 1.2, 2.9, 4.1):
         for n in (1.0, 5e5, 2.5e6, 9e6):
             assert t.bytes_between(start, start + t.transfer_time(start, n)) == pytest.approx(n)
