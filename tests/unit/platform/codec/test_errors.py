@@ -121,24 +121,23 @@ def test_section_that_is_not_zstd_or_the_wrong_size(lossy):
         decode_shard(resign(rebuilt))
 
 
+def _with_section(payload: bytes, index: int, tag: bytes, fill: bytes) -> bytes:
+    """``payload`` with section ``index`` replaced by a valid zstd frame of ``fill`` repeated."""
+    _, sections = _locate_sections(payload)
+    at, found, raw, comp = sections[index]
+    assert found == tag
+    frame = zstandard.ZstdCompressor().compress(fill * (raw // len(fill)))
+    return resign(payload[:at] + SECTION.pack(tag, raw, len(frame)) + frame + payload[at + SECTION.size + comp :])
+
+
 def test_class_index_beyond_the_defined_classes(lossy):
-    _, sections = _locate_sections(lossy)
-    at, tag, raw, comp = sections[1]
-    assert tag == b"CLS\0"
-    frame = zstandard.ZstdCompressor().compress(b"\x09" * raw)
-    rebuilt = lossy[:at] + SECTION.pack(tag, raw, len(frame)) + frame + lossy[at + SECTION.size + comp :]
     with pytest.raises(CodecError, match="precision class"):
-        decode_shard(resign(rebuilt))
+        decode_shard(_with_section(lossy, 1, b"CLS\0", b"\x09"))
 
 
 def test_non_finite_statistics(lossy):
-    _, sections = _locate_sections(lossy)
-    at, tag, raw, comp = sections[0]
-    assert tag == b"STAT"
-    frame = zstandard.ZstdCompressor().compress(struct.pack("<f", float("inf")) * (raw // 4))
-    rebuilt = lossy[:at] + SECTION.pack(tag, raw, len(frame)) + frame + lossy[at + SECTION.size + comp :]
     with pytest.raises(CodecError, match="statistics"):
-        decode_shard(resign(rebuilt))
+        decode_shard(_with_section(lossy, 0, b"STAT", struct.pack("<f", float("inf"))))
 
 
 def test_trailing_bytes(lossy):
