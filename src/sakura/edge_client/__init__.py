@@ -3,4 +3,6 @@
 It imports :mod:`sakura.platform` and never ray, boto3, :mod:`sakura.serve` or :mod:`sakura.jobs`.
 """
 
-__all__: list[str] = []
+from sakura.edge_client.estimator import BandwidthEstimator, Estimate
+
+__all__ = ["BandwidthEstimator", "Estimate"]

@@ -1,0 +1,61 @@
+"""Link bandwidth estimation that stays safe on mobile links.
+
+The estimate is the smaller of two views of recent shard downloads: the harmonic mean of the
+last few throughputs (pulled down hard by one slow transfer) and a time-weighted EWMA (a
+sample counts in proportion to how long it took). It is then discounted by the recent relative
+prediction error, as robust MPC does: after a link surprised us, trust the estimate less.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Estimate:
+    bytes_per_s: float
+    #: Largest relative error of recent predictions, |predicted - observed| / observed.
+    error: float
+
+
+class BandwidthEstimator:
+    def __init__(self, window: int = 5, half_life_s: float = 2.0, initial_bytes_per_s: float | None = None) -> None:
+        if window < 1 or half_life_s <= 0:
+            raise ValueError("window must be >= 1 and half_life_s > 0")
+        self.window, self.half_life_s = window, half_life_s
+        self._samples: collections.deque[float] = collections.deque(maxlen=window)
+        self._errors: collections.deque[float] = collections.deque(maxlen=window)
+        self._ewma: float | None = None
+        self._initial = initial_bytes_per_s
+        self._lock = threading.Lock()
+
+    def observe(self, nbytes: int, seconds: float) -> None:
+        """Record one finished transfer of ``nbytes`` that took ``seconds`` (first byte to last)."""
+        if nbytes <= 0 or seconds <= 0 or not math.isfinite(seconds):
+            return
+        rate = nbytes / seconds
+        with self._lock:
+            predicted = self._raw_locked()
+            if predicted is not None:
+                self._errors.append(abs(predicted - rate) / rate)
+            self._samples.append(rate)
+            alpha = 1.0 - 0.5 ** (seconds / self.half_life_s)
+            self._ewma = rate if self._ewma is None else alpha * rate + (1 - alpha) * self._ewma
+
+    def estimate(self) -> Estimate | None:
+        """The discounted estimate, or None before any observation (and no initial guess)."""
+        with self._lock:
+            raw = self._raw_locked()
+            error = max(self._errors, default=0.0)
+        if raw is None:
+            return None
+        return Estimate(raw / (1.0 + error), error)
+
+    def _raw_locked(self) -> float | None:
+        if not self._samples:
+            return self._initial
+        harmonic = len(self._samples) / sum(1.0 / s for s in self._samples)
+        return min(harmonic, self._ewma) if self._ewma is not None else harmonic
