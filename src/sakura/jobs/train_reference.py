@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from sakura.jobs import reference_data as data
+from sakura.platform.models._pixels import PixelCodec
 from sakura.platform.models.reference_dit import ReferenceEditDiT
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "platform" / "models" / "weights"
@@ -53,14 +54,6 @@ class TrainResult:
     seconds: float = 0.0
 
 
-def patchify(images: np.ndarray, patch: int) -> torch.Tensor:
-    """(B, R, R, 3) in [0, 1] -> (B, (R/p)^2, 3 p^2) in [-1, 1]."""
-    x = torch.from_numpy(np.ascontiguousarray(images)) * 2.0 - 1.0
-    b, r, _, c = x.shape
-    g = r // patch
-    return x.reshape(b, g, patch, g, patch, c).permute(0, 1, 3, 2, 4, 5).reshape(b, g * g, patch * patch * c)
-
-
 def build_model(config: TrainConfig) -> ReferenceEditDiT:
     torch.manual_seed(config.seed)
     return ReferenceEditDiT(resolution=data.RESOLUTION, patch_size=config.patch_size, hidden=config.hidden,
@@ -76,10 +69,12 @@ def train(config: TrainConfig, log: Callable[[str], None] = print) -> TrainResul
     rng = np.random.default_rng(config.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s, config))
+    # The same pixel codec the adapter uses at inference, so tokens are laid out identically.
+    codec = PixelCodec(data.RESOLUTION, config.patch_size, 3 * config.patch_size**2)
     losses, start = [], time.perf_counter()
     for step in range(config.steps):
         batch = data.sample_batch("train", config.batch, rng)
-        x0, user, tpl = (patchify(a, config.patch_size) for a in (batch.target, batch.user, batch.template))
+        x0, user, tpl = (codec.encode(a).flatten(1, 2) for a in (batch.target, batch.user, batch.template))
         task = torch.from_numpy(batch.task)
         t = torch.sigmoid(torch.randn(config.batch, generator=gen))
         eps = torch.randn(x0.shape, generator=gen)

@@ -29,12 +29,17 @@ class PixelCodec:
             self._proj, self._inv = proj, torch.linalg.pinv(proj)
 
     def encode(self, image: np.ndarray) -> torch.Tensor:
-        """HxWx3 floats in [0, 1] -> (grid, grid, channels) floats roughly in [-1, 1]."""
-        if image.shape != (self.resolution, self.resolution, 3):
-            raise ImageError(f"expected a {self.resolution}x{self.resolution}x3 image, got {image.shape}")
+        """(..., R, R, 3) floats in [0, 1] -> (..., grid, grid, channels) floats roughly in [-1, 1].
+
+        Leading dimensions (a batch) pass through.
+        """
+        if image.shape[-3:] != (self.resolution, self.resolution, 3):
+            raise ImageError(f"expected {self.resolution}x{self.resolution}x3 images, got {image.shape}")
         x = torch.from_numpy(np.ascontiguousarray(image, dtype=np.float32)) * 2.0 - 1.0
-        p, g = self.pack, self.grid
-        cells = x.reshape(g, p, g, p, 3).permute(0, 2, 1, 3, 4).reshape(g, g, 3 * p * p)
+        p, g, lead = self.pack, self.grid, image.shape[:-3]
+        n = len(lead)
+        x = x.reshape(*lead, g, p, g, p, 3).permute(*range(n), n, n + 2, n + 1, n + 3, n + 4)
+        cells = x.reshape(*lead, g, g, 3 * p * p)
         return cells if self._proj is None else cells @ self._proj
 
     def decode(self, cells: torch.Tensor) -> np.ndarray:
