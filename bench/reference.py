@@ -21,6 +21,7 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from sakura.jobs import reference_data as data
 from sakura.platform.codec import decode_shard, default_levels, encode_shard
+from sakura.platform.images import save_grid
 from sakura.platform.importance import from_attention
 from sakura.platform.kv import TemplateKV
 from sakura.platform.models import EditRequest, Schedule, Template, load_model
@@ -105,19 +106,6 @@ def psnr(ref: np.ndarray, img: np.ndarray) -> float:
 
 def ssim(ref: np.ndarray, img: np.ndarray) -> float:
     return float(structural_similarity(ref, img, channel_axis=2, data_range=1.0))
-
-
-def save_grid(rows: list[list[np.ndarray]], path: str, scale: int = 4) -> None:
-    from skimage.io import imsave
-
-    pad = 2
-    tiles = [[np.kron(np.clip(img, 0, 1), np.ones((scale, scale, 1))) for img in row] for row in rows]
-    h, w = tiles[0][0].shape[:2]
-    canvas = np.ones((len(rows) * (h + pad) + pad, len(rows[0]) * (w + pad) + pad, 3))
-    for r, row in enumerate(tiles):
-        for c, tile in enumerate(row):
-            canvas[pad + r * (h + pad) : pad + r * (h + pad) + h, pad + c * (w + pad) : pad + c * (w + pad) + w] = tile
-    imsave(path, (canvas * 255).astype(np.uint8), check_contrast=False)
 
 
 if __name__ == "__main__":

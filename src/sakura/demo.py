@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sakura.platform.codec import decode_shard, default_levels, encode_shard
-from sakura.platform.images import fit_image, load_image
+from sakura.platform.images import fit_image, load_image, save_grid
 from sakura.platform.importance import from_attention
 from sakura.platform.kv import TemplateKV
 from sakura.platform.models import EditRequest, Schedule, Template, load_model
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, size in sizes.items():
             psnr = "(reference)" if name == "full" else _psnr(images["full"], images[name])
             print(f"   {entry.id:14s} {name:8s} {size:8d} {captured.kv.nbytes_fp16 / size:7.2f}x {psnr:>12s}")
-        _save_row([user.image, template.image, *images.values()], args.out / f"{entry.id}.png")
+        save_grid([[user.image, template.image, *images.values()]], args.out / f"{entry.id}.png", scale=6)
     print(f"   columns of each PNG: user photo, template, then {', '.join(levels)}")
     return 0
 
@@ -71,12 +71,3 @@ def main(argv: list[str] | None = None) -> int:
 def _psnr(ref: np.ndarray, img: np.ndarray) -> str:
     mse = float(np.mean((ref - img) ** 2))
     return "identical" if mse == 0 else f"{10 * math.log10(1.0 / mse):.1f} dB"
-
-
-def _save_row(images: list[np.ndarray], path: Path, scale: int = 6) -> None:
-    from skimage.io import imsave
-
-    tiles = [np.kron(np.clip(img, 0.0, 1.0), np.ones((scale, scale, 1))) for img in images]
-    gap = np.ones((tiles[0].shape[0], 4, 3))
-    row = np.concatenate([t for tile in tiles for t in (tile, gap)][:-1], axis=1)
-    imsave(path, (row * 255).astype(np.uint8), check_contrast=False)

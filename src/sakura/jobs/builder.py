@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import json
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 
 from sakura.platform import layout
@@ -95,7 +96,7 @@ class TemplateBuilder:
         start = time.perf_counter()
         entry, adapter, s = job.entry, self.adapter, self.settings
         res = adapter.resolution
-        template = Template(fit_image(load_image(entry.image, _path(job.base_dir)), res), entry.prompt, entry.task.value)
+        template = Template(fit_image(load_image(entry.image, Path(job.base_dir)), res), entry.prompt, entry.task.value)
         schedule = Schedule(steps=s.steps, strength=s.strength)
         photos = CALIBRATION.get(entry.task.value, CALIBRATION["default"])[: s.calibration]
         captures = [adapter.capture(template, EditRequest(fit_image(load_image(p), res), seed=i), schedule)
@@ -132,9 +133,3 @@ class TemplateBuilder:
         )
         return BuildOutcome(entry.id, job.version, manifest, time.perf_counter() - start,
                             {lv.name: lv.bytes for lv in levels})
-
-
-def _path(base_dir: str):
-    from pathlib import Path
-
-    return Path(base_dir)

@@ -166,7 +166,7 @@ class TemplateLibrary:
         now, removed = time.time(), []
         for claim in self.claims(template_id):
             if claim.version not in published and now - claim.created_at >= grace_s:
-                self._delete_files(template_id, claim.version, levels)
+                self._delete_files(template_id, claim.version, [(lv, self.tier(lv)) for lv in levels])
                 removed.append(claim.version)
         return removed
 
@@ -180,15 +180,14 @@ class TemplateLibrary:
         for version in doomed:
             manifest = self.manifest(template_id, version)
             self.store.delete(layout.manifest_key(template_id, version))  # invisible first
-            for level in manifest.levels:
-                store = open_store(level.store) if level.store else self.tier(level.name)
-                store.delete(layout.level_key(template_id, version, level.name))
-            self._delete_files(template_id, version, [])
+            self._delete_files(template_id, version, [
+                (lv.name, open_store(lv.store) if lv.store else self.tier(lv.name)) for lv in manifest.levels])
         return doomed
 
-    def _delete_files(self, template_id: str, version: int, levels: list[str]) -> None:
-        for level in levels:
-            self.tier(level).delete(layout.level_key(template_id, version, level))
+    def _delete_files(self, template_id: str, version: int, levels: list[tuple[str, ObjectStore]]) -> None:
+        """Delete a version's level files (each from its tier) and whatever else is under it."""
+        for level, store in levels:
+            store.delete(layout.level_key(template_id, version, level))
         for obj in list(self.store.list(layout.version_prefix(template_id, version))):
             if not obj.key.endswith("manifest.json"):
                 self.store.delete(obj.key)
