@@ -11,6 +11,7 @@ throughput on one thread, and decode time per shard over the model's compute per
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import statistics
@@ -222,16 +223,14 @@ def _psnr(ref: np.ndarray, img: np.ndarray) -> float:
     return float(peak_signal_noise_ratio(ref, img, data_range=1.0))
 
 
-class _torch_threads:
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __enter__(self) -> None:
-        self.saved = torch.get_num_threads()
-        torch.set_num_threads(self.n)
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self.saved)
+@contextlib.contextmanager
+def _torch_threads(n: int):
+    saved = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 def print_table(results: dict) -> None:

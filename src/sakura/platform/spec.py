@@ -87,7 +87,8 @@ def parse_spec(raw: Any, *, source: str, base_dir: Path) -> TemplateSpec:
 
 
 def _other_keys(raw: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in raw.items() if k not in ("templates", "base_dir")}
+    """Top-level keys besides ``templates``: unknown ones fail validation (``base_dir`` is derived)."""
+    return {("base_dir (not allowed in a spec)" if k == "base_dir" else k): v for k, v in raw.items() if k != "templates"}
 
 
 def _check_unique_ids(spec: TemplateSpec, source: str) -> None:

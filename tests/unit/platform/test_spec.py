@@ -46,7 +46,7 @@ def test_invalid_entries_name_file_template_and_field(tmp_path, entry, template,
     assert str(path) in message and f"template {template!r}" in message and f"field '{field}'" in message
 
 
-@pytest.mark.parametrize("body", ["templates: 3\n", "- a\n", "templates: []\n", "templates: [\n", "other: 1\ntemplates:\n" + GOOD])
+@pytest.mark.parametrize("body", ["base_dir: /etc\ntemplates:\n" + GOOD, "templates: 3\n", "- a\n", "templates: []\n", "templates: [\n", "other: 1\ntemplates:\n" + GOOD])
 def test_malformed_files_are_spec_errors(tmp_path, body):
     path = _write(tmp_path, body)
     with pytest.raises(SpecError, match=str(path)):
