@@ -79,10 +79,16 @@ def _lfw_index(name: str) -> int | None:
     return int(digits)
 
 
-def save_grid(rows: list[list[np.ndarray]], path: str | Path, scale: int = 4, pad: int = 2) -> None:
-    """Write images (HxWx3 in [0, 1]) as a PNG grid, each pixel ``scale`` times larger."""
+def save_image(image: np.ndarray, path: str | Path) -> None:
+    """Write an HxWx3 image with values in [0, 1] as an 8-bit PNG (parent folders created)."""
     from skimage.io import imsave
 
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    imsave(str(path), (np.clip(image, 0.0, 1.0) * 255).round().astype(np.uint8), check_contrast=False)
+
+
+def save_grid(rows: list[list[np.ndarray]], path: str | Path, scale: int = 4, pad: int = 2) -> None:
+    """Write images (HxWx3 in [0, 1]) as a PNG grid, each pixel ``scale`` times larger."""
     tiles = [[np.kron(np.clip(img, 0.0, 1.0), np.ones((scale, scale, 1))) for img in row] for row in rows]
     h, w = tiles[0][0].shape[:2]
     canvas = np.ones((len(rows) * (h + pad) + pad, max(map(len, rows)) * (w + pad) + pad, 3))
@@ -90,7 +96,7 @@ def save_grid(rows: list[list[np.ndarray]], path: str | Path, scale: int = 4, pa
         for c, tile in enumerate(row):
             top, left = pad + r * (h + pad), pad + c * (w + pad)
             canvas[top : top + h, left : left + w] = tile
-    imsave(str(path), (canvas * 255).astype(np.uint8), check_contrast=False)
+    save_image(canvas, path)
 
 
 def _load_skimage(name: str) -> np.ndarray:

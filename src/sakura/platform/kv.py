@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Protocol
 
 import numpy as np
 
@@ -114,3 +114,18 @@ class TemplateKV:
     def nbytes_fp16(self) -> int:
         """Size of the KV stored as fp16: the baseline every compression ratio is quoted against."""
         return sum(pair.k.size * 2 * 2 for pair in self.shards.values())
+
+
+class KVSource(Protocol):
+    """What replay reads template KV from: a whole :class:`TemplateKV`, or a stream whose
+    ``__getitem__`` blocks until that shard has arrived (the edge client's pipeline)."""
+
+    model_fingerprint: str
+
+    @property
+    def keys(self) -> list[ShardKey]: ...
+
+    @property
+    def template_tokens(self) -> int: ...
+
+    def __getitem__(self, key: ShardKey) -> KVPair: ...

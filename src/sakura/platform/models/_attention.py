@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from sakura.platform.errors import ModelError
-from sakura.platform.kv import KVPair, ShardKey, TemplateKV
+from sakura.platform.kv import KVPair, KVSource, ShardKey
 
 _MASS_HEAD_CHUNK = 4
 
@@ -63,7 +63,7 @@ class RunState:
     step: int | None = None
     record_kv: dict[ShardKey, KVPair] | None = None
     record_mass: dict[ShardKey, np.ndarray] | None = None
-    replay_kv: TemplateKV | None = None
+    replay_kv: KVSource | None = None
     #: Model-native latent of the template, for families that inject template tokens in a hook.
     template_latent: torch.Tensor | None = None
     #: When set in REPLAY mode, receives each shard's queries and request keys/values (for

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from sakura.platform.errors import ImageError, ModelError
-from sakura.platform.kv import KVPair, ShardKey, TemplateKV
+from sakura.platform.kv import KVPair, KVSource, ShardKey, TemplateKV
 from sakura.platform.models._attention import AttentionProbe, Mode, RunState, new_state_var
 
 
@@ -163,7 +163,7 @@ class ModelAdapter(abc.ABC):
 
     def replay(
         self,
-        kv: TemplateKV,
+        kv: KVSource,
         prompt: str,
         request: EditRequest,
         schedule: Schedule,
@@ -172,6 +172,7 @@ class ModelAdapter(abc.ABC):
     ) -> torch.Tensor:
         """Run the loop over request tokens only, attending to cached template KV.
 
+        ``kv`` may be a stream: each shard is read when the layer that needs it starts.
         ``probe``, when given, receives every shard's queries and request keys/values.
         """
         self._check_kv(kv, schedule)
@@ -213,13 +214,14 @@ class ModelAdapter(abc.ABC):
     def _template_token_count(self, template_input: Any) -> int:
         return int(template_input.shape[1])
 
-    def _check_kv(self, kv: TemplateKV, schedule: Schedule) -> None:
+    def _check_kv(self, kv: KVSource, schedule: Schedule) -> None:
         if kv.model_fingerprint != self.fingerprint:
             raise ModelError(
                 f"template KV was built for model {kv.model_fingerprint[:12]}, not {self.name} ({self.fingerprint[:12]})"
             )
         steps = range(schedule.steps) if self.step_dependent else [None]
-        missing = [ShardKey(s, layer) for s in steps for layer in range(self.info().layers) if ShardKey(s, layer) not in kv.shards]
+        available = set(kv.keys)
+        missing = [ShardKey(s, layer) for s in steps for layer in range(self.info().layers) if ShardKey(s, layer) not in available]
         if missing:
             raise ModelError(f"template KV lacks {len(missing)} shard(s) needed for {schedule.steps} steps, e.g. {missing[0]}")
 
