@@ -14,6 +14,7 @@ from sakura.platform.errors import SakuraError
 DELEGATED = {
     "build": "sakura.jobs.build",
     "demo": "sakura.demo",
+    "edit": "sakura.edge_client.command",
     "serve": "sakura.serve.local",
     "train-reference": "sakura.jobs.train_reference",
 }
@@ -57,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("demo", help="run the end-to-end demo on the embedded default")
     commands.add_parser("build", help="build and publish a template library (a Ray job)")
+    commands.add_parser("edit", help="edit an image with a template from a shard server (the edge client)")
     commands.add_parser("serve", help="serve a library over HTTP with Ray Serve")
     commands.add_parser("train-reference", help="train the reference editing model (a Ray job)")
 

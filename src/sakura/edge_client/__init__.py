@@ -1,8 +1,67 @@
 """The phone-side library: adaptive shard selection and an overlapped fetch/decode/compute pipeline.
 
+    from sakura.edge_client import EdgeSession
+    with EdgeSession("http://127.0.0.1:8000", cache_dir="~/.sakura", cache_budget_bytes=64 << 20) as s:
+        result = s.edit(photo, "portrait-style", policy="mpc")
+
 It imports :mod:`sakura.platform` and never ray, boto3, :mod:`sakura.serve` or :mod:`sakura.jobs`.
 """
 
+from sakura.edge_client.cache import ShardCache
+from sakura.edge_client.compute_model import ComputeModel
+from sakura.edge_client.errors import EditCancelled, EdgeError, PolicyError, ServerError, ShardCorrupt, TransportError
 from sakura.edge_client.estimator import BandwidthEstimator, Estimate
+from sakura.edge_client.link import DirectLink, Link
+from sakura.edge_client.oracle import OraclePolicy
+from sakura.edge_client.pipeline import Device, EditPipeline, StreamingKV
+from sakura.edge_client.planning import PlanContext, PlanState, ShardOption, advance, simulate
+from sakura.edge_client.policy import (
+    FixedPolicy,
+    LevelPolicy,
+    RobustMPCPolicy,
+    ThroughputPolicy,
+    make_policy,
+    policy_names,
+    register_policy,
+)
+from sakura.edge_client.session import EdgeSession, EditResult
+from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
+from sakura.edge_client.transport import HttpTransport, RetryPolicy
 
-__all__ = ["BandwidthEstimator", "Estimate"]
+__all__ = [
+    "BandwidthEstimator",
+    "ComputeModel",
+    "Device",
+    "DirectLink",
+    "EdgeError",
+    "EdgeSession",
+    "EditCancelled",
+    "EditPipeline",
+    "EditResult",
+    "Estimate",
+    "FixedPolicy",
+    "HttpTransport",
+    "LevelPolicy",
+    "Link",
+    "OraclePolicy",
+    "PlanContext",
+    "PlanState",
+    "PolicyError",
+    "RetryPolicy",
+    "RobustMPCPolicy",
+    "ServerError",
+    "ShardCache",
+    "ShardCorrupt",
+    "ShardOption",
+    "ShardTiming",
+    "Stall",
+    "StreamingKV",
+    "ThroughputPolicy",
+    "Timeline",
+    "TransportError",
+    "advance",
+    "make_policy",
+    "policy_names",
+    "register_policy",
+    "simulate",
+]

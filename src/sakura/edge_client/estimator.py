@@ -22,6 +22,8 @@ class Estimate:
 
 
 class BandwidthEstimator:
+    """Throughput from finished shard transfers, plus the request round trip (request to first byte)."""
+
     def __init__(self, window: int = 5, half_life_s: float = 2.0, initial_bytes_per_s: float | None = None) -> None:
         if window < 1 or half_life_s <= 0:
             raise ValueError("window must be >= 1 and half_life_s > 0")
@@ -30,7 +32,19 @@ class BandwidthEstimator:
         self._errors: collections.deque[float] = collections.deque(maxlen=window)
         self._ewma: float | None = None
         self._initial = initial_bytes_per_s
+        self._rtt: float | None = None
         self._lock = threading.Lock()
+
+    def observe_rtt(self, seconds: float) -> None:
+        if seconds >= 0 and math.isfinite(seconds):
+            with self._lock:
+                self._rtt = seconds if self._rtt is None else 0.3 * seconds + 0.7 * self._rtt
+
+    @property
+    def rtt_s(self) -> float:
+        """Smoothed request-to-first-byte time (0 before any observation)."""
+        with self._lock:
+            return self._rtt or 0.0
 
     def observe(self, nbytes: int, seconds: float) -> None:
         """Record one finished transfer of ``nbytes`` that took ``seconds`` (first byte to last)."""

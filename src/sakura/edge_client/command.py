@@ -1,0 +1,74 @@
+"""``sakura edit``: edit one image with a template from a shard server, and report the timeline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from sakura.edge_client.policy import LevelPolicy, make_policy, policy_names
+from sakura.edge_client.session import DEFAULT_CACHE_BUDGET, EdgeSession
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sakura edit", description=__doc__)
+    p.add_argument("--server", required=True, help="base URL of the shard service, e.g. http://127.0.0.1:8000")
+    p.add_argument("--template", required=True, help="template id")
+    p.add_argument("--version", default="latest", help="version number or alias (default: latest)")
+    p.add_argument("--image", required=True, help="input image: a file, or skimage:NAME")
+    p.add_argument("--out", required=True, help="where to write the edited image (PNG)")
+    p.add_argument("--policy", default="mpc", help=f"level policy: {', '.join(policy_names())} or fixed-<level>")
+    p.add_argument("--trace", help="shape the link in process with this bandwidth trace file")
+    p.add_argument("--trace-offset", type=float, default=0.0, help="start this many seconds into the trace")
+    p.add_argument("--rtt-ms", type=float, default=40.0, help="round trip added by --trace (default 40)")
+    p.add_argument("--slowdown", type=float, default=1.0, help="emulate a phone this many times slower than this CPU")
+    p.add_argument("--cache-dir", help="on-device shard cache directory (default: none)")
+    p.add_argument("--cache-budget-mb", type=float, default=DEFAULT_CACHE_BUDGET / 2**20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per network operation")
+    p.add_argument("--json", action="store_true", help="print the whole timeline as JSON")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from sakura.edge_client.emulation import SlowDevice, TraceLink
+    from sakura.platform.images import load_image, save_image
+    from sakura.platform.traces import load_trace
+
+    link = policy = None
+    if args.trace:
+        trace = load_trace(args.trace)
+        link = TraceLink(trace, rtt_s=args.rtt_ms / 1000, offset_s=args.trace_offset)
+    policy = _policy(args, link)
+    image = load_image(args.image)
+    device = SlowDevice(args.slowdown) if args.slowdown > 1 else None
+    with EdgeSession(args.server, cache_dir=args.cache_dir, cache_budget_bytes=int(args.cache_budget_mb * 2**20),
+                     api_key=os.environ.get("SAKURA_API_KEY"), timeout_s=args.timeout, link=link, device=device) as session:
+        if link is not None:
+            link.start()
+        result = session.edit(image, args.template, args.version, policy, seed=args.seed)
+    save_image(result.image, args.out)
+    report = {"template": result.template, "version": result.version, "out": args.out,
+              **(result.timeline.to_dict() if args.json else result.timeline.summary())}
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        s = result.timeline.summary()
+        print(f"{result.template} v{result.version} -> {args.out}: {s['latency_s']:.3f} s, "
+              f"stalls {s['stall_s']:.3f} s, {s['network_bytes']} bytes, levels {s['levels']} ({s['policy']})")
+    return 0
+
+
+def _policy(args: argparse.Namespace, link: object | None) -> LevelPolicy:
+    if args.policy != "oracle":
+        return make_policy(args.policy)
+    if link is None:
+        raise SystemExit("sakura edit: --policy oracle needs --trace (it is handed the true bandwidth)")
+    offset = args.trace_offset
+    return make_policy("oracle", trace=link.trace, trace_time=lambda t: offset + t)  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

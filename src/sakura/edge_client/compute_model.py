@@ -1,0 +1,61 @@
+"""A self-calibrating model of on-device time: how long the model computes between shards, and
+how long decoding a shard takes. Deadlines for the level policy come from here.
+
+It learns from every edit (and live, during one): each measured gap between consuming shard
+``i`` and asking for shard ``i + 1`` updates an exponentially weighted average per model and
+shard position; each decode updates a per-level seconds-per-byte average. Before any
+measurement it predicts zero compute (every shard is due at once), which makes policies pick
+small levels: the safe side.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+
+class ComputeModel:
+    def __init__(self, alpha: float = 0.5) -> None:
+        if not 0 < alpha <= 1:
+            raise ValueError("alpha must be in (0, 1]")
+        self.alpha = alpha
+        self._startup: dict[str, float] = {}
+        self._gaps: dict[str, dict[int, float]] = defaultdict(dict)
+        self._decode: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def _blend(self, old: float | None, new: float) -> float:
+        return new if old is None else self.alpha * new + (1 - self.alpha) * old
+
+    # -- learning ------------------------------------------------------------------------
+    def observe_startup(self, model: str, seconds: float) -> None:
+        with self._lock:
+            self._startup[model] = self._blend(self._startup.get(model), max(0.0, seconds))
+
+    def observe_gap(self, model: str, index: int, seconds: float) -> None:
+        """Compute time between consuming shard ``index`` and needing the next one (or finishing)."""
+        with self._lock:
+            gaps = self._gaps[model]
+            gaps[index] = self._blend(gaps.get(index), max(0.0, seconds))
+
+    def observe_decode(self, level: str, nbytes: int, seconds: float) -> None:
+        if nbytes > 0:
+            with self._lock:
+                self._decode[level] = self._blend(self._decode.get(level), max(0.0, seconds) / nbytes)
+
+    # -- predicting ----------------------------------------------------------------------
+    def startup(self, model: str) -> float:
+        with self._lock:
+            return self._startup.get(model, 0.0)
+
+    def gaps(self, model: str, shards: int) -> tuple[float, ...]:
+        with self._lock:
+            return tuple(self._gaps[model].get(i, 0.0) for i in range(shards))
+
+    def decode_s(self, level: str, nbytes: int) -> float:
+        with self._lock:
+            return self._decode.get(level, 0.0) * nbytes
+
+    def calibrated(self, model: str) -> bool:
+        with self._lock:
+            return bool(self._gaps.get(model))

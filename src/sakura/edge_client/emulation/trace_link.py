@@ -1,0 +1,52 @@
+"""An in-process link whose capacity follows a bandwidth trace (no privileges needed).
+
+Delivery is modelled as one bottleneck queue: a chunk read at time ``t`` is released when the
+trace has delivered its bytes after the link last went idle, so back-to-back chunks share the
+link as they would on the wire. Each request first waits one round trip.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sakura.platform.traces import BandwidthTrace
+
+
+class TraceLink:
+    def __init__(self, trace: BandwidthTrace, *, rtt_s: float = 0.04, offset_s: float = 0.0) -> None:
+        if rtt_s < 0 or offset_s < 0:
+            raise ValueError("rtt_s and offset_s must be >= 0")
+        self.trace, self.rtt_s, self.offset_s = trace, rtt_s, offset_s
+        self._t0: float | None = None
+        self._busy_until = 0.0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Trace time ``offset_s`` is now (called implicitly by the first request)."""
+        with self._lock:
+            self._t0, self._busy_until = time.monotonic(), 0.0
+
+    def elapsed(self) -> float:
+        """Seconds of trace played since :meth:`start` (plus ``offset_s``, the trace position)."""
+        if self._t0 is None:
+            return self.offset_s
+        return self.offset_s + time.monotonic() - self._t0
+
+    def on_request(self) -> None:
+        if self._t0 is None:
+            self.start()
+        if self.rtt_s:
+            time.sleep(self.rtt_s)
+
+    def on_bytes(self, nbytes: int) -> None:
+        if self._t0 is None:
+            self.start()
+        with self._lock:
+            now = time.monotonic() - self._t0
+            begin = max(now, self._busy_until)
+            self._busy_until = begin + self.trace.transfer_time(self.offset_s + begin, nbytes)
+            release = self._busy_until
+        delay = release - (time.monotonic() - self._t0)
+        if delay > 0:
+            time.sleep(delay)

@@ -1,0 +1,39 @@
+"""Typed errors of the edge client. Each carries the stable ``code`` of :class:`SakuraError`."""
+
+from __future__ import annotations
+
+from sakura.platform.errors import SakuraError
+
+
+class EdgeError(SakuraError):
+    code = "edge_error"
+
+
+class TransportError(EdgeError, ConnectionError):
+    """The server could not be reached, or kept failing, within the retry budget."""
+
+    code = "transport_error"
+
+
+class ServerError(EdgeError):
+    """The server answered with an error that retrying will not fix (4xx), or with nonsense."""
+
+    code = "server_error"
+
+    def __init__(self, status: int, server_code: str, message: str) -> None:
+        super().__init__(f"HTTP {status} {server_code}: {message}")
+        self.status, self.server_code = status, server_code
+
+
+class ShardCorrupt(EdgeError, ValueError):
+    """A shard's bytes kept failing their sha256 or length check: never used, refetched until this."""
+
+    code = "shard_corrupt"
+
+
+class EditCancelled(EdgeError):
+    code = "edit_cancelled"
+
+
+class PolicyError(EdgeError, ValueError):
+    code = "invalid_policy"

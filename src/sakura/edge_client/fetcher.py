@@ -1,0 +1,107 @@
+"""The fetch stage's work for one shard: the cache first, then the network, switching to a
+smaller level when the policy abandons a download that will clearly be late."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from sakura.edge_client.cache import ShardCache
+from sakura.edge_client.estimator import BandwidthEstimator
+from sakura.edge_client.timeline import ShardTiming
+from sakura.edge_client.transport import Abandon, HttpTransport
+from sakura.platform.manifest import Manifest
+
+#: (level being fetched, bytes received, their measured rate in bytes/s) -> a smaller level, or None.
+AbandonCheck = Callable[[str, int, float], "str | None"]
+#: How often a download in flight is re-judged, and how long its rate is watched first.
+ABANDON_CHECK_S = 0.02
+ABANDON_MIN_S = 0.05
+
+
+class _SwitchLevel(Abandon):
+    def __init__(self, level: str, received: int, measured: int, elapsed_s: float) -> None:
+        super().__init__(level)
+        self.level, self.received, self.measured, self.elapsed_s = level, received, measured, elapsed_s
+
+
+class ShardFetcher:
+    def __init__(
+        self,
+        transport: HttpTransport,
+        manifest: Manifest,
+        estimator: BandwidthEstimator,
+        cache: ShardCache | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.transport, self.manifest, self.estimator, self.cache, self.clock = transport, manifest, estimator, cache, clock
+        self.rank = {level.name: i for i, level in enumerate(manifest.levels)}
+
+    def cached_levels(self, index: int) -> list[str]:
+        if self.cache is None:
+            return []
+        return self.cache.levels(self.manifest.template_id, self.manifest.version, index)
+
+    def path(self, index: int, level: str) -> str:
+        m = self.manifest
+        return f"/v1/templates/{m.template_id}/versions/{m.version}/shards/{index}/{level}"
+
+    def fetch(
+        self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: threading.Event
+    ) -> tuple[str, bytes]:
+        """The chosen (or switched-to) level and its verified bytes."""
+        while True:
+            data = self._from_cache(index, level)
+            if data is not None:
+                timing.source, timing.arrived_at = "cache", self.clock()
+                return level, data
+            try:
+                return level, self._download(index, level, timing, abandon, cancel)
+            except _SwitchLevel as switch:
+                timing.abandoned.append(level)
+                timing.bytes += switch.received
+                self.estimator.observe(switch.measured, switch.elapsed_s)
+                level = switch.level
+
+    def _from_cache(self, index: int, level: str) -> bytes | None:
+        if self.cache is None or level not in self.cached_levels(index):
+            return None
+        sha = self.manifest.shards[index].levels[level].sha256
+        return self.cache.read(self.manifest.template_id, self.manifest.version, index, level, sha)
+
+    def _download(self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: threading.Event) -> bytes:
+        location = self.manifest.shards[index].levels[level]
+        if timing.requested_at is None:
+            timing.requested_at = self.clock()
+        first: list[float] = []  # time and size of the first chunk: the rate is measured after it
+        last_check = [0.0]
+
+        def progress(received: int, _total: int) -> None:
+            now = time.monotonic()
+            if not first:
+                first.extend((now, received))
+                return
+            elapsed = now - first[0]
+            if elapsed >= ABANDON_MIN_S and now - last_check[0] >= ABANDON_CHECK_S:
+                last_check[0] = now
+                smaller = abandon(level, received, (received - first[1]) / elapsed)
+                if smaller is not None and smaller != level:
+                    raise _SwitchLevel(smaller, received, received - int(first[1]), elapsed)
+
+        got = self.transport.download(self.path(index, level), sha256=location.sha256, length=location.length,
+                                      progress=progress, cancel=cancel)
+        offset = self.clock() - time.monotonic()  # monotonic -> edit clock
+        timing.first_byte_at = timing.first_byte_at or got.first_byte_at + offset
+        timing.bytes += location.length
+        timing.attempts += got.attempts
+        if got.attempts == 1:
+            self.estimator.observe_rtt(got.first_byte_at - got.requested_at)
+        # A small shard may come in one read: time it from the request, less one round trip.
+        busy = max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
+        self.estimator.observe(location.length, busy)
+        if self.cache is not None:
+            m = self.manifest
+            self.cache.write(m.template_id, m.version, index, level, got.data, rank=self.rank)
+        timing.arrived_at = self.clock()
+        return got.data

@@ -1,0 +1,64 @@
+"""The oracle level policy: handed the true future bandwidth, it plans every remaining shard
+by dynamic programming over the same timing model the other policies use (for evaluation)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sakura.edge_client.planning import DEFAULT_STALL_PENALTY, PlanContext, PlanState, TransferTime, advance, start_state
+from sakura.platform.traces import BandwidthTrace
+
+#: Plans whose fetch and compute clocks agree to this many seconds are merged (best score kept).
+_BUCKET_S = 1e-4
+_MAX_STATES = 4096
+
+
+class OraclePolicy:
+    """``trace_time(t)`` maps a time of the edit (seconds since it began) to the trace's clock."""
+
+    name = "oracle"
+
+    def __init__(
+        self,
+        trace: BandwidthTrace,
+        trace_time: Callable[[float], float] = lambda t: t,
+        stall_penalty: float = DEFAULT_STALL_PENALTY,
+    ) -> None:
+        self.trace, self.trace_time, self.stall_penalty = trace, trace_time, stall_penalty
+
+    def _transfer(self) -> TransferTime:
+        return lambda start, nbytes: self.trace.transfer_time(self.trace_time(start), nbytes)
+
+    def plan(self, ctx: PlanContext) -> list[str]:
+        """The best levels for shards ``ctx.index`` onwards."""
+        transfer = self._transfer()
+        frontier: dict[tuple[int, int], tuple[PlanState, list[str]]] = {(0, 0): (start_state(ctx), [])}
+        for index in range(ctx.index, len(ctx.shards)):
+            grown: dict[tuple[int, int], tuple[PlanState, list[str]]] = {}
+            for state, levels in frontier.values():
+                for level in ctx.levels:
+                    nxt = advance(state, ctx, index, level, transfer)
+                    key = (round(nxt.fetch_free / _BUCKET_S), round(nxt.ready / _BUCKET_S))
+                    held = grown.get(key)
+                    if held is None or nxt.score(self.stall_penalty) > held[0].score(self.stall_penalty):
+                        grown[key] = (nxt, levels + [level])
+            frontier = _prune(grown, self.stall_penalty)
+        return max(frontier.values(), key=lambda sl: sl[0].score(self.stall_penalty))[1]
+
+    def choose(self, ctx: PlanContext) -> str:
+        return self.plan(ctx)[0]
+
+    def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:
+        return None  # it knew the future when it chose
+
+
+def _prune(states: dict, penalty: float) -> dict:
+    """Drop plans another plan beats on every count (earlier fetch, earlier compute, better score)."""
+    ranked = sorted(states.items(), key=lambda kv: -kv[1][0].score(penalty))
+    kept: list[tuple[tuple[int, int], tuple[PlanState, list[str]]]] = []
+    for key, (state, levels) in ranked:
+        if not any(s.fetch_free <= state.fetch_free and s.ready <= state.ready for _, (s, _) in kept):
+            kept.append((key, (state, levels)))
+            if len(kept) >= _MAX_STATES:
+                break
+    return dict(kept)

@@ -1,0 +1,264 @@
+"""The overlapped edit pipeline: fetch shard i+1, decode shard i, compute with shard i-1.
+
+Fetch and decode run in their own threads; compute runs in the caller's thread, inside the
+model's replay loop, which reads each shard from a :class:`StreamingKV` when the layer that
+needs it starts (blocking there is a *stall*). Queues are bounded: the fetcher is at most
+``max_ahead`` encoded shards ahead of the decoder, and the decoder at most ``max_ahead``
+decoded shards ahead of the model, so memory stays bounded by the window, not the template.
+The first error of any stage cancels the others and is raised to the caller.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Callable, TypeVar
+
+from sakura.edge_client.compute_model import ComputeModel
+from sakura.edge_client.errors import EditCancelled, EdgeError
+from sakura.edge_client.estimator import BandwidthEstimator
+from sakura.edge_client.fetcher import ShardFetcher
+from sakura.edge_client.planning import PlanContext, ShardOption, level_utility, normalised_weights
+from sakura.edge_client.policy import LevelPolicy
+from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
+from sakura.platform.codec import decode_shard
+from sakura.platform.errors import CodecError
+from sakura.platform.kv import KVPair, ShardKey
+from sakura.platform.manifest import Manifest
+
+T = TypeVar("T")
+_POLL_S = 0.05
+
+
+class Device:
+    """Hook for the compute stage's speed (see :class:`~sakura.edge_client.emulation.SlowDevice`)."""
+
+    def after_compute(self, seconds: float) -> None:
+        return None
+
+
+class EditPipeline:
+    def __init__(
+        self,
+        manifest: Manifest,
+        fetcher: ShardFetcher,
+        policy: LevelPolicy,
+        estimator: BandwidthEstimator,
+        compute_model: ComputeModel,
+        *,
+        clock: Callable[[], float],
+        cancel: threading.Event | None = None,
+        device: Device | None = None,
+        max_ahead: int = 2,
+    ) -> None:
+        self.manifest, self.fetcher, self.policy = manifest, fetcher, policy
+        self.estimator, self.compute_model, self.clock = estimator, compute_model, clock
+        self.device = device or Device()
+        self.model = manifest.model.name
+        self.cancel = cancel or threading.Event()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._encoded: queue.Queue[tuple[int, str, bytes]] = queue.Queue(maxsize=max_ahead)
+        self.kv = StreamingKV(self, max_ahead)
+        self.timeline = Timeline(policy.name, [ShardTiming(i, str(s.key)) for i, s in enumerate(manifest.shards)])
+        levels = [lvl.name for lvl in manifest.levels]
+        self._levels = tuple(levels)
+        self._utility = level_utility({lvl.name: lvl.bytes for lvl in manifest.levels})
+        self._weights = normalised_weights([s.weight for s in manifest.shards])
+        self._cached = [set(fetcher.cached_levels(i)) for i in range(len(manifest.shards))]
+
+    # -- running -------------------------------------------------------------------------
+    def run(self, compute: Callable[["StreamingKV"], T]) -> T:
+        """Run ``compute`` (the model's replay loop over :attr:`kv`) with fetch and decode overlapped."""
+        threads = [threading.Thread(target=self._guard, args=(stage,), name=f"sakura-{stage.__name__.strip('_')}", daemon=True)
+                   for stage in (self._fetch_stage, self._decode_stage)]
+        self.timeline.compute_start = self.clock()
+        for t in threads:
+            t.start()
+        try:
+            result = compute(self.kv)
+            self.kv.finish()
+            if self.cancel.is_set():
+                raise EditCancelled("the edit was cancelled")
+            return result
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        finally:
+            self._stop.set()
+            for t in threads:
+                t.join(timeout=30)
+            self.timeline.compute_end = self.clock()
+
+    def _guard(self, stage: Callable[[], None]) -> None:
+        try:
+            stage()
+        except BaseException as exc:  # surfaced to the caller through the compute stage
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        with self.kv.cond:
+            if self._error is None:
+                self._error = exc
+            self._stop.set()
+            self.kv.cond.notify_all()
+
+    def _stopped(self) -> bool:
+        return self._stop.is_set() or self.cancel.is_set()
+
+    # -- fetch ---------------------------------------------------------------------------
+    def _fetch_stage(self) -> None:
+        for index in range(len(self.manifest.shards)):
+            if self._stopped():
+                return
+            timing = self.timeline.shards[index]
+            timing.chosen_at = self.clock()
+            level = self.policy.choose(self.context(index))
+            if level not in self._levels:
+                raise EdgeError(f"policy {self.policy.name} chose unknown level {level!r}")
+
+            def abandon(current: str, received: int, rate: float) -> str | None:
+                return self.policy.abandon(self.context(index), current, received, rate)
+
+            level, data = self.fetcher.fetch(index, level, timing, abandon, self.cancel)
+            timing.level = level
+            self._put(self._encoded, (index, level, data))
+
+    def context(self, index: int) -> PlanContext:
+        """What the policy knows now about shard ``index`` and those after it."""
+        n = len(self.manifest.shards)
+        gaps = self.compute_model.gaps(self.model, n)
+        mean_size = {lvl: sum(s.levels[lvl].length for s in self.manifest.shards) / n for lvl in self._levels}
+        return PlanContext(
+            now=self.clock(),
+            index=index,
+            levels=self._levels,
+            shards=tuple(
+                ShardOption({lvl: 0 if lvl in self._cached[i] else loc.length for lvl, loc in s.levels.items()}, self._weights[i])
+                for i, s in enumerate(self.manifest.shards)),
+            utility=self._utility,
+            estimate=self.estimator.estimate(),
+            rtt_s=self.estimator.rtt_s,
+            compute=gaps,
+            decode_s={lvl: self.compute_model.decode_s(lvl, int(mean_size[lvl])) for lvl in self._levels},
+            ready_at=self.kv.predicted_need(index, gaps, self.compute_model.startup(self.model)),
+            decode_free_at=self.clock(),
+        )
+
+    # -- decode --------------------------------------------------------------------------
+    def _decode_stage(self) -> None:
+        for _ in range(len(self.manifest.shards)):
+            item = self._get(self._encoded)
+            if item is None:
+                return
+            index, level, data = item
+            started = time.perf_counter()
+            entry = self.manifest.shards[index]
+            try:
+                pair = decode_shard(data, expected_shape=tuple(entry.shape))
+            except CodecError as exc:
+                raise CodecError(f"shard {index} ({level}) passed its sha256 but does not decode: {exc}") from None
+            seconds = time.perf_counter() - started
+            self.compute_model.observe_decode(level, len(data), seconds)
+            self.timeline.shards[index].decoded_at = self.clock()
+            self.kv.offer(index, pair)
+
+    # -- bounded hand-offs ---------------------------------------------------------------
+    def _put(self, q: queue.Queue, item: object) -> None:
+        while not self._stopped():
+            try:
+                q.put(item, timeout=_POLL_S)
+                return
+            except queue.Full:
+                continue
+
+    def _get(self, q: queue.Queue):
+        while not self._stopped():
+            try:
+                return q.get(timeout=_POLL_S)
+            except queue.Empty:
+                continue
+        return None
+
+
+class StreamingKV:
+    """Template KV that arrives while the model runs: ``kv[key]`` blocks until that shard is decoded."""
+
+    def __init__(self, pipeline: EditPipeline, max_ahead: int) -> None:
+        m = pipeline.manifest
+        self.pipeline, self.max_ahead = pipeline, max_ahead
+        self.model_fingerprint = m.model.fingerprint
+        self._keys = [s.key for s in m.shards]
+        self._index = {key: i for i, key in enumerate(self._keys)}
+        self._tokens = m.tokens.template
+        self._ready: dict[int, KVPair] = {}
+        self._consumed_at: dict[int, float] = {}
+        self._last: tuple[int, float] | None = None  # last consumed shard, when
+        self.cond = threading.Condition()
+
+    @property
+    def keys(self) -> list[ShardKey]:
+        return list(self._keys)
+
+    @property
+    def template_tokens(self) -> int:
+        return self._tokens
+
+    def offer(self, index: int, pair: KVPair) -> None:
+        """Decode stage: hand a shard over, waiting while the model is ``max_ahead`` shards behind."""
+        p = self.pipeline
+        with self.cond:
+            while len(self._ready) >= self.max_ahead and not p._stopped():
+                self.cond.wait(_POLL_S)
+            self._ready[index] = pair
+            self.cond.notify_all()
+
+    def __getitem__(self, key: ShardKey) -> KVPair:
+        p = self.pipeline
+        index = self._index[key]
+        self._account_compute(index)
+        asked = p.clock()
+        p.timeline.shards[index].needed_at = asked
+        with self.cond:
+            while index not in self._ready:
+                if p._error is not None:
+                    raise p._error
+                if p.cancel.is_set():
+                    raise EditCancelled("the edit was cancelled")
+                self.cond.wait(_POLL_S)
+            pair = self._ready.pop(index)
+            self.cond.notify_all()
+        got = p.clock()
+        if got - asked > 1e-4:
+            p.timeline.stalls.append(Stall(index, asked, got))
+        p.timeline.shards[index].consumed_at = got
+        self._last = (index, got)
+        return pair
+
+    def _account_compute(self, index: int) -> None:
+        """Teach the compute model the time since the previous shard (or the start)."""
+        p = self.pipeline
+        now = p.clock()
+        since = self._last[1] if self._last else p.timeline.compute_start
+        p.device.after_compute(now - since)
+        elapsed = p.clock() - since
+        if self._last is None:
+            p.compute_model.observe_startup(p.model, elapsed)
+        else:
+            p.compute_model.observe_gap(p.model, self._last[0], elapsed)
+
+    def finish(self) -> None:
+        """The model is done: account the compute after the last shard."""
+        if self._last is not None:
+            self._account_compute(len(self._keys))
+
+    def predicted_need(self, index: int, gaps: tuple[float, ...], startup: float) -> float:
+        """When the compute stage will ask for shard ``index``, if nothing before it stalls."""
+        p = self.pipeline
+        last = self._last
+        if last is None:
+            start, first = p.timeline.compute_start + startup, 0
+        else:
+            start, first = last[1] + gaps[last[0]], last[0] + 1
+        return start + sum(gaps[first:index])

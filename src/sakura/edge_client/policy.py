@@ -1,0 +1,156 @@
+"""Level policies: which representation of the next shard to fetch.
+
+Every policy implements :class:`LevelPolicy`. They are pure functions of a
+:class:`~sakura.edge_client.planning.PlanContext` (no clocks, no I/O), so the live pipeline and
+the end-to-end simulator run the same code. Register new ones with :func:`register_policy`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from sakura.edge_client.errors import PolicyError
+from sakura.edge_client.planning import (
+    DEFAULT_STALL_PENALTY,
+    PlanContext,
+    PlanState,
+    advance,
+    constant_rate,
+    start_state,
+)
+
+#: Conservative guess before anything was measured: a slow 3G link, in bytes/s.
+COLD_START_BYTES_PER_S = 100_000.0
+
+
+class LevelPolicy(Protocol):
+    name: str
+
+    def choose(self, ctx: PlanContext) -> str:
+        """The level to fetch shard ``ctx.index`` at."""
+
+    def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:
+        """Mid-download of ``level`` (``received`` bytes so far, arriving at ``rate`` bytes/s):
+        a smaller level to switch to, or None to carry on."""
+
+
+class FixedPolicy:
+    """Always the same level (or a better one already in the cache); never abandons."""
+
+    def __init__(self, level: str) -> None:
+        self.level = level
+        self.name = f"fixed-{level}"
+
+    def choose(self, ctx: PlanContext) -> str:
+        if self.level not in ctx.levels:
+            raise PolicyError(f"policy {self.name}: the template has levels {list(ctx.levels)}, not {self.level!r}")
+        rank = ctx.levels.index(self.level)
+        better_cached = [lvl for lvl in ctx.cached() if ctx.levels.index(lvl) >= rank]
+        return better_cached[-1] if better_cached else self.level
+
+    def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:
+        return None
+
+
+class _Adaptive:
+    """Shared by the adaptive policies: the bandwidth to plan with, and mid-download abandonment."""
+
+    name = "adaptive"
+    #: Abandon only when the smaller level lands at least this much sooner.
+    abandon_gain = 0.25
+
+    def _rate(self, ctx: PlanContext) -> float:
+        return ctx.estimate.bytes_per_s if ctx.estimate is not None else COLD_START_BYTES_PER_S
+
+    def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:
+        rank = ctx.levels.index(level)
+        if rank == 0 or rate <= 0:
+            return None
+        projected = ctx.now + (ctx.size(level) - received) / rate
+        if projected <= ctx.ready_at:
+            return None  # still on time
+        for smaller in reversed(ctx.levels[:rank]):
+            alternative = ctx.now + ctx.rtt_s + ctx.size(smaller) / rate
+            if alternative <= ctx.ready_at or smaller == ctx.levels[0]:
+                if alternative < ctx.now + (projected - ctx.now) * (1 - self.abandon_gain):
+                    return smaller
+                return None
+        return None
+
+
+class ThroughputPolicy(_Adaptive):
+    """The classic rate rule: the largest level that arrives, at the estimated throughput times
+    ``safety``, before the compute stage needs it; the smallest when none does."""
+
+    def __init__(self, safety: float = 0.9) -> None:
+        self.safety, self.name = safety, "throughput"
+
+    def choose(self, ctx: PlanContext) -> str:
+        rate = self._rate(ctx) * self.safety
+        budget = ctx.ready_at - ctx.now
+        fitting = [lvl for lvl in ctx.levels if ctx.size(lvl) == 0 or ctx.rtt_s + ctx.size(lvl) / rate <= budget]
+        return fitting[-1] if fitting else ctx.levels[0]
+
+
+class RobustMPCPolicy(_Adaptive):
+    """Deadline-aware robust MPC: plan the next ``horizon`` shards' levels to maximise
+    importance-weighted quality with every shard decoded before its layer starts (stall is
+    penalised per second), at the estimator's error-discounted bandwidth; apply the first."""
+
+    def __init__(self, horizon: int = 5, stall_penalty: float = DEFAULT_STALL_PENALTY) -> None:
+        if horizon < 1:
+            raise PolicyError("horizon must be >= 1")
+        self.horizon, self.stall_penalty, self.name = horizon, stall_penalty, "mpc"
+
+    def choose(self, ctx: PlanContext) -> str:
+        transfer = constant_rate(self._rate(ctx))
+        last = min(ctx.index + self.horizon, len(ctx.shards))
+
+        def best_score(state: PlanState, index: int) -> float:
+            if index == last:
+                return state.score(self.stall_penalty)
+            return max(best_score(advance(state, ctx, index, lvl, transfer), index + 1) for lvl in ctx.levels)
+
+        start = start_state(ctx)
+        scores = [best_score(advance(start, ctx, ctx.index, lvl, transfer), ctx.index + 1) for lvl in ctx.levels]
+        return ctx.levels[max(range(len(scores)), key=lambda i: (scores[i], -i))]
+
+
+PolicyFactory = Callable[..., LevelPolicy]
+_POLICIES: dict[str, PolicyFactory] = {}
+
+
+def register_policy(name: str, factory: PolicyFactory) -> None:
+    if name in _POLICIES:
+        raise PolicyError(f"policy {name!r} is already registered")
+    _POLICIES[name] = factory
+
+
+def policy_names() -> list[str]:
+    return sorted(_POLICIES)
+
+
+def make_policy(name: str, **kwargs: object) -> LevelPolicy:
+    """A policy by name: ``mpc`` (default), ``throughput``, ``fixed-<level>``, ``oracle`` (needs ``trace=``)."""
+    if name.startswith("fixed-") and name not in _POLICIES:
+        return FixedPolicy(name.removeprefix("fixed-"))
+    try:
+        factory = _POLICIES[name]
+    except KeyError:
+        raise PolicyError(f"unknown policy {name!r}; known: {policy_names() + ['fixed-<level>']}") from None
+    return factory(**kwargs)
+
+
+register_policy("mpc", RobustMPCPolicy)
+register_policy("throughput", ThroughputPolicy)
+
+
+def _oracle(**kwargs: object) -> LevelPolicy:
+    from sakura.edge_client.oracle import OraclePolicy
+
+    if "trace" not in kwargs:
+        raise PolicyError("the oracle policy needs the true bandwidth: pass trace=")
+    return OraclePolicy(**kwargs)  # type: ignore[arg-type]
+
+
+register_policy("oracle", _oracle)

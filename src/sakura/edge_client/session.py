@@ -1,0 +1,150 @@
+"""The client an app embeds: ``EdgeSession(server_url).edit(image, template)``.
+
+It fetches the template's manifest, checks it was built for the model on this device, and runs
+the model's replay path while the pipeline streams shards in at the levels the policy picks.
+Only template id, version, shard index and level leave the device: the photo never does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from sakura.edge_client.cache import ShardCache
+from sakura.edge_client.compute_model import ComputeModel
+from sakura.edge_client.estimator import BandwidthEstimator
+from sakura.edge_client.fetcher import ShardFetcher
+from sakura.edge_client.link import Link
+from sakura.edge_client.pipeline import Device, EditPipeline
+from sakura.edge_client.policy import LevelPolicy, make_policy
+from sakura.edge_client.timeline import Timeline
+from sakura.edge_client.transport import HttpTransport, RetryPolicy
+from sakura.platform import layout
+from sakura.platform.errors import ModelError
+from sakura.platform.ids import validate_template_id
+from sakura.platform.images import fit_image
+from sakura.platform.manifest import Manifest, ManifestError, ModelRef
+from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_model
+
+DEFAULT_CACHE_BUDGET = 256 << 20
+
+
+@dataclass(frozen=True)
+class EditResult:
+    image: np.ndarray  # HxWx3 floats in [0, 1]
+    timeline: Timeline
+    levels: list[str]  # per shard, in consumption order
+    bytes: int  # fetched over the network
+    latency_s: float  # from the call to the finished image
+    template: str
+    version: int
+
+
+class EdgeSession:
+    def __init__(
+        self,
+        server_url: str,
+        *,
+        cache_dir: str | Path | None = None,
+        cache_budget_bytes: int = DEFAULT_CACHE_BUDGET,
+        api_key: str | None = None,
+        timeout_s: float = 10.0,
+        retry: RetryPolicy = RetryPolicy(),
+        link: Link | None = None,
+        models: Callable[[str], ModelAdapter] = load_model,
+        device: Device | None = None,
+    ) -> None:
+        self.transport = HttpTransport(server_url, api_key=api_key, timeout_s=timeout_s, retry=retry, link=link)
+        self.cache = ShardCache(cache_dir, cache_budget_bytes) if cache_dir is not None else None
+        self.estimator = BandwidthEstimator()
+        self.compute_model = ComputeModel()
+        self.device = device
+        self._load_model = models
+        self._models: dict[str, ModelAdapter] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "EdgeSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.transport.close()
+
+    # -- manifests -----------------------------------------------------------------------
+    def manifest(self, template: str, version: int | str = "latest") -> Manifest:
+        """The manifest of ``template`` at a version number or alias (numeric ones come from the cache)."""
+        validate_template_id(template)
+        number = _version_number(version)
+        version = str(number) if number is not None else version
+        if number is not None and self.cache is not None:
+            cached = self.cache.read_manifest(template, number)
+            if cached is not None:
+                return Manifest.from_bytes(cached)
+        body = self.transport.get(f"/v1/templates/{template}/versions/{version}/manifest").body
+        manifest = Manifest.from_bytes(body)
+        if manifest.template_id != template or (number is not None and manifest.version != number):
+            raise ManifestError(f"asked for {template} v{version}, the server sent {manifest.template_id} v{manifest.version}")
+        if self.cache is not None:
+            self.cache.write_manifest(template, manifest.version, body)
+        return manifest
+
+    def model_for(self, ref: ModelRef) -> ModelAdapter:
+        """The on-device model a manifest was built for; refuses a template built for another model."""
+        with self._lock:
+            adapter = self._models.get(ref.name)
+            if adapter is None:
+                adapter = self._models[ref.name] = self._load_model(ref.name)
+        if adapter.fingerprint != ref.fingerprint:
+            raise ModelError(f"template was built for model {ref.name} {ref.fingerprint[:12]}; "
+                             f"this device has {adapter.fingerprint[:12]}")
+        return adapter
+
+    # -- editing -------------------------------------------------------------------------
+    def edit(
+        self,
+        image: np.ndarray,
+        template: str,
+        version: int | str = "latest",
+        policy: str | LevelPolicy = "mpc",
+        *,
+        seed: int = 0,
+        cancel: threading.Event | None = None,
+    ) -> EditResult:
+        """Edit ``image`` (HxWx3, uint8 or floats in [0, 1]) with a template from the server."""
+        origin = time.monotonic()
+        clock = lambda: time.monotonic() - origin  # noqa: E731
+        chosen = make_policy(policy) if isinstance(policy, str) else policy
+        manifest = self.manifest(template, version)
+        adapter = self.model_for(manifest.model)
+        request = EditRequest(fit_image(np.asarray(image), manifest.resolution), seed=seed)
+        schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
+        if self.cache is not None:
+            self.cache.touch(template)
+        fetcher = ShardFetcher(self.transport, manifest, self.estimator, self.cache, clock)
+        pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
+                                clock=clock, cancel=cancel, device=self.device)
+        pipeline.timeline.manifest_s = clock()
+        latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule))
+        result = adapter.latent_to_image(latent)
+        timeline = pipeline.timeline
+        timeline.compute_end = clock()
+        return EditResult(result, timeline, timeline.levels, timeline.network_bytes, clock(), template, manifest.version)
+
+
+def _version_number(version: int | str) -> int | None:
+    """The version as a number, None for an alias; malformed ones raise :class:`InvalidName`."""
+    if isinstance(version, int) and not isinstance(version, bool):
+        return layout.validate_version(version)
+    if isinstance(version, str) and version.isdigit():
+        return layout.validate_version(int(version))
+    if not isinstance(version, str):
+        raise layout.InvalidName(f"version must be a positive integer or an alias, got {version!r}")
+    layout.validate_alias(version)
+    return None

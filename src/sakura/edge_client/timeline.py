@@ -1,0 +1,82 @@
+"""What happened during one edit: per shard its level, bytes and stage times, and every stall.
+
+All times are seconds since the edit began.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class ShardTiming:
+    index: int
+    shard: str  # the ShardKey, e.g. "s*/l3"
+    level: str = ""
+    bytes: int = 0  # bytes fetched over the network for it (abandoned attempts included)
+    source: str = "network"  # or "cache"
+    chosen_at: float | None = None
+    requested_at: float | None = None
+    first_byte_at: float | None = None
+    arrived_at: float | None = None
+    decoded_at: float | None = None
+    needed_at: float | None = None  # when the compute stage asked for it
+    consumed_at: float | None = None
+    attempts: int = 0
+    abandoned: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The compute stage waited from ``start`` to ``end`` for shard ``shard``."""
+
+    shard: int
+    start: float
+    end: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass
+class Timeline:
+    policy: str
+    shards: list[ShardTiming]
+    stalls: list[Stall] = field(default_factory=list)
+    manifest_s: float = 0.0  # spent getting the manifest, before the pipeline started
+    compute_start: float = 0.0
+    compute_end: float = 0.0
+
+    @property
+    def stall_s(self) -> float:
+        return sum(s.seconds for s in self.stalls)
+
+    @property
+    def network_bytes(self) -> int:
+        return sum(s.bytes for s in self.shards)
+
+    @property
+    def levels(self) -> list[str]:
+        return [s.level for s in self.shards]
+
+    def summary(self) -> dict:
+        counts: dict[str, int] = {}
+        for s in self.shards:
+            counts[s.level] = counts.get(s.level, 0) + 1
+        return {
+            "policy": self.policy,
+            "latency_s": round(self.compute_end, 4),
+            "manifest_s": round(self.manifest_s, 4),
+            "stall_s": round(self.stall_s, 4),
+            "stalls": len(self.stalls),
+            "network_bytes": self.network_bytes,
+            "cached_shards": sum(s.source == "cache" for s in self.shards),
+            "abandoned": sum(len(s.abandoned) for s in self.shards),
+            "levels": counts,
+        }
+
+    def to_dict(self) -> dict:
+        return {**self.summary(), "shards": [asdict(s) for s in self.shards],
+                "stall_list": [asdict(s) for s in self.stalls],
+                "compute_start": self.compute_start, "compute_end": self.compute_end}

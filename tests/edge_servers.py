@@ -1,0 +1,170 @@
+"""Servers for edge-client tests: the real shard API on uvicorn (no Ray), and an HTTP proxy in
+front of any server that records every request and injects faults."""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import re
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ApiServer:
+    """``sakura.serve.api`` (the same app Ray Serve runs) on uvicorn in a thread."""
+
+    def __init__(self, store: str, **config: object) -> None:
+        import uvicorn
+
+        from sakura.serve.api import create_api
+        from sakura.serve.config import ServeConfig
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        app = create_api(ServeConfig(store=store, **config))
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def __enter__(self) -> "ApiServer":
+        self._thread.start()
+        deadline = time.time() + 30
+        while not self._server.started:
+            if time.time() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    client_port: int
+
+
+@dataclass
+class Fault:
+    """``action`` for the next ``times`` requests whose path matches ``pattern``."""
+
+    pattern: str
+    action: str  # "reset:<bytes>", "status:<code>", "corrupt", "hang"
+    times: int = 1
+    hits: int = field(default=0)
+
+
+class FaultProxy:
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.requests: list[Recorded] = []
+        self.faults: list[Fault] = []
+        self.lock = threading.Lock()
+        self._closing = threading.Event()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with proxy.lock:
+                    proxy.requests.append(Recorded(self.command, self.path, dict(self.headers.items()), body, self.client_address[1]))
+                proxy._handle(self, self._fault())
+
+            def _fault(self) -> str | None:
+                with proxy.lock:
+                    for fault in proxy.faults:
+                        if fault.hits < fault.times and re.search(fault.pattern, self.path):
+                            fault.hits += 1
+                            return fault.action
+                return None
+
+            do_GET = do_PUT = do_POST = do_HEAD = _any
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FaultProxy":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._closing.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def add(self, pattern: str, action: str, times: int = 1) -> Fault:
+        fault = Fault(pattern, action, times)
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def shard_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if "/shards/" in r.path]
+
+    # -- forwarding ----------------------------------------------------------------------
+    def _handle(self, h: http.server.BaseHTTPRequestHandler, action: str | None) -> None:
+        if action == "hang":
+            self._closing.wait(60)
+            h.close_connection = True
+            return
+        if action and action.startswith("status:"):
+            code = int(action.split(":")[1])
+            body = b'{"code": "store_unavailable", "message": "injected"}'
+            h.send_response(code)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Retry-After", "0")
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.write(body)
+            return
+        status, headers, body = self._upstream(h)
+        if action == "corrupt" and body:
+            body = bytes([body[0] ^ 0xFF]) + body[1:]
+        h.send_response(status)
+        for key, value in headers:
+            if key.lower() not in ("content-length", "connection", "transfer-encoding", "date", "server"):
+                h.send_header(key, value)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if action and action.startswith("reset:"):
+            h.wfile.write(body[: int(action.split(":")[1])])
+            h.wfile.flush()
+            time.sleep(0.3)  # let the client read what was sent: an RST discards unread bytes
+            # RST instead of FIN: the client sees "connection reset" mid-body.
+            h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            h.connection.close()
+            h.close_connection = True
+            return
+        h.wfile.write(body)
+
+    def _upstream(self, h: http.server.BaseHTTPRequestHandler) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=30)
+        try:
+            forward = {k: v for k, v in h.headers.items() if k.lower() in ("range", "if-range", "if-none-match", "x-api-key", "authorization")}
+            conn.request(h.command, h.path, headers=forward)
+            resp = conn.getresponse()
+            return resp.status, resp.getheaders(), resp.read()
+        finally:
+            conn.close()

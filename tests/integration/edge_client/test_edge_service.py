@@ -1,0 +1,90 @@
+"""The edge client against a real Ray Serve instance reading a library from a real S3 server:
+exact output at full, redirect mode, and adaptation on a kernel-shaped link."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from sakura.edge_client import EdgeSession
+from sakura.edge_client.emulation import KernelLink, kernel_link_support
+from sakura.platform.images import fit_image, load_image
+from sakura.platform.models import EditRequest, Schedule, Template, load_model
+from sakura.platform.traces import load_trace
+from tests.helpers import make_library
+from tests.integration.conftest import free_port
+
+TRACE = Path(__file__).resolve().parents[4] / "shared" / "traces" / "lumos-4g" / "4g_trace_driving_50174_dr"
+TEMPLATE_IMAGE, PHOTO = "skimage:astronaut", "skimage:coffee"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model("reference")
+
+
+@pytest.fixture(scope="module")
+def service(ray_cluster, s3_server):
+    from ray import serve
+
+    from sakura.serve.app import build_app
+
+    uri = f"s3://{s3_server.new_bucket()}/lib?endpoint={s3_server.endpoint}"
+    make_library(uri, [TEMPLATE_IMAGE], template_id="portrait", model="reference", steps=4)
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(build_app({"store": uri}), name="edge-proxy", route_prefix="/")
+    serve.run(build_app({"store": uri, "mode": "redirect"}), name="edge-redirect", route_prefix="/redirect")
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=5).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    yield base, port
+    serve.shutdown()
+
+
+def exact(model, seed=0) -> np.ndarray:
+    res = model.resolution
+    template = Template(fit_image(load_image(TEMPLATE_IMAGE), res), "p", "try_on")
+    kv = model.capture(template, EditRequest(fit_image(load_image("skimage:camera"), res)), Schedule(4)).kv
+    return model.edit_image(kv, "p", EditRequest(fit_image(load_image(PHOTO), res), seed=seed), Schedule(4))
+
+
+@pytest.mark.parametrize("prefix", ["", "/redirect"])
+def test_edit_through_serve_equals_the_exact_kv_output_at_full(service, model, prefix):
+    base, _ = service
+    with EdgeSession(base + prefix, models=lambda _: model) as session:
+        result = session.edit(load_image(PHOTO), "portrait", policy="fixed-full", seed=1)
+    assert result.levels == ["full"] * 6
+    np.testing.assert_array_equal(result.image, exact(model, seed=1))
+
+
+@pytest.mark.skipif(not TRACE.exists(), reason="needs ../shared/traces")
+def test_adaptation_on_a_kernel_shaped_link(service, model):
+    ok, why = kernel_link_support()
+    if not ok:
+        pytest.skip(f"kernel link emulation unavailable here: {why}")
+    from tests.unit.edge_client.test_adaptation import STEP_AT, WARM_AT, phone_for
+
+    _, port = service
+    device, results = phone_for(model), {}
+    for policy in ("fixed-full", "mpc"):
+        with KernelLink(load_trace(TRACE), ("127.0.0.1", port), rtt_s=0.03, offset_s=WARM_AT) as link:
+            session = EdgeSession(link.url, models=lambda _: model, device=device)
+            link.call(session.edit, load_image(PHOTO), "portrait", 1, "fixed-full")
+            link.offset_s = STEP_AT
+            results[policy] = link.call(session.edit, load_image(PHOTO), "portrait", 1, policy)
+            session.close()
+    full, mpc = results["fixed-full"], results["mpc"]
+    assert full.timeline.stall_s > 0.2
+    assert "full" in mpc.levels[:3] and min(mpc.levels[3:], key=["compact", "medium", "full"].index) != "full", mpc.levels
+    assert mpc.timeline.stall_s < full.timeline.stall_s / 2

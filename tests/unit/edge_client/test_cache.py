@@ -1,0 +1,85 @@
+"""The on-device shard cache: byte budget, LRU by template, integrity, atomicity."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sakura.edge_client import ShardCache
+from sakura.platform.errors import InvalidTemplateId
+
+RANK = {"compact": 0, "medium": 1, "full": 2}
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_round_trip_and_integrity(tmp_path):
+    cache = ShardCache(tmp_path, 10_000)
+    assert cache.write("tpl", 1, 0, "medium", b"x" * 100, rank=RANK)
+    assert cache.levels("tpl", 1, 0) == ["medium"]
+    assert cache.read("tpl", 1, 0, "medium", sha(b"x" * 100)) == b"x" * 100
+    (tmp_path / "tpl" / "1" / "0.medium").write_bytes(b"y" * 100)  # bit rot
+    assert cache.read("tpl", 1, 0, "medium", sha(b"x" * 100)) is None
+    assert cache.levels("tpl", 1, 0) == [] and not (tmp_path / "tpl" / "1" / "0.medium").exists()
+
+
+def test_a_better_level_replaces_a_worse_one_but_not_the_other_way(tmp_path):
+    cache = ShardCache(tmp_path, 10_000)
+    cache.write("tpl", 1, 0, "compact", b"c" * 10, rank=RANK)
+    cache.write("tpl", 1, 0, "full", b"f" * 50, rank=RANK)
+    assert cache.levels("tpl", 1, 0) == ["full"] and cache.used_bytes == 50
+
+
+def test_least_recently_used_template_goes_first_and_the_one_in_use_stays(tmp_path):
+    cache = ShardCache(tmp_path, 300)
+    for template in ("a", "b"):
+        cache.touch(template)
+        cache.write(template, 1, 0, "full", b"1" * 100, rank=RANK)
+        time.sleep(0.01)
+    cache.touch("a")  # a is used again: b is now the oldest
+    cache.touch("c")
+    assert cache.write("c", 1, 0, "full", b"2" * 150, rank=RANK)
+    assert cache.levels("b", 1, 0) == [] and cache.levels("a", 1, 0) == ["full"]
+    assert not cache.write("c", 1, 1, "full", b"3" * 400, rank=RANK)  # larger than the budget: not kept
+    assert cache.used_bytes <= 300
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 5), st.sampled_from(list(RANK)), st.integers(1, 400)),
+                max_size=40))
+def test_the_budget_is_never_exceeded(tmp_path_factory, writes):
+    directory = tmp_path_factory.mktemp("cache")
+    cache = ShardCache(directory, 1000)
+    for template, index, level, size in writes:
+        cache.touch(template)
+        cache.write(template, 1, index, level, os.urandom(size), rank=RANK)
+        assert cache.used_bytes <= 1000
+        on_disk = sum(p.stat().st_size for p in directory.glob("*/*/*"))
+        assert on_disk == cache.used_bytes
+
+
+def test_reopening_counts_what_is_there_drops_crash_leftovers_and_honours_a_smaller_budget(tmp_path):
+    cache = ShardCache(tmp_path, 1000)
+    for template in ("a", "b"):
+        cache.touch(template)
+        cache.write(template, 1, 0, "full", b"z" * 400, rank=RANK)
+        time.sleep(0.01)
+    (tmp_path / "a" / "1" / ".tmp-deadbeef").write_bytes(b"half a write")
+    again = ShardCache(tmp_path, 500)
+    assert again.used_bytes == 400 and again.levels("b", 1, 0) == ["full"]
+    assert not (tmp_path / "a" / "1" / ".tmp-deadbeef").exists()
+
+
+def test_malformed_names_are_refused(tmp_path):
+    cache = ShardCache(tmp_path, 1000)
+    with pytest.raises(InvalidTemplateId):
+        cache.write("../etc", 1, 0, "full", b"x", rank=RANK)
+    with pytest.raises(ValueError):
+        cache.read("tpl", 0, 0, "full", sha(b""))

@@ -1,0 +1,34 @@
+"""``sakura edit`` against the real shard API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from skimage.io import imread
+
+from sakura.cli import main
+
+TRACE = Path(__file__).resolve().parents[4] / "shared" / "traces" / "norway-hsdpa" / "norway_bus_18"
+
+
+def test_edit_writes_the_image_and_prints_the_timeline(api, tmp_path, capsys):
+    out = tmp_path / "edited.png"
+    args = ["edit", "--server", api.url, "--template", "portrait", "--image", "skimage:coffee", "--out", str(out), "--json"]
+    if TRACE.exists():
+        args += ["--trace", str(TRACE), "--policy", "oracle", "--rtt-ms", "10"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert imread(out).shape == (32, 32, 3)
+    assert report["template"] == "portrait" and report["version"] == 1 and len(report["shards"]) == 6
+    assert sum(report["levels"].values()) == 6 and report["latency_s"] > 0
+
+
+def test_edit_reports_errors_without_a_traceback(api, tmp_path, capsys):
+    args = ["edit", "--server", api.url, "--template", "missing", "--image", "skimage:coffee", "--out", str(tmp_path / "x.png")]
+    assert main(args) == 1
+    assert "HTTP 404" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["edit", "--server", api.url, "--template", "portrait", "--image", "skimage:coffee",
+              "--out", str(tmp_path / "y.png"), "--policy", "oracle"])

@@ -1,0 +1,127 @@
+"""EdgeSession end to end against the real shard API (uvicorn): exact output, cache, privacy,
+errors and cancellation."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from sakura.edge_client import EdgeSession, EditCancelled, ServerError
+from sakura.edge_client.emulation import TraceLink
+from sakura.platform.errors import ModelError
+from sakura.platform.images import fit_image, load_image
+from sakura.platform.layout import InvalidName
+from sakura.platform.models import EditRequest, Schedule, Template
+from sakura.platform.traces import BandwidthTrace
+from tests.unit.edge_client.conftest import TEMPLATES
+
+PHOTO = "skimage:coffee"
+
+
+def exact_output(model, template_id: str, photo: str, seed: int = 0) -> np.ndarray:
+    """The edit with the exact template KV, computed on the spot (no codec, no network)."""
+    res = model.resolution
+    template = Template(fit_image(load_image(TEMPLATES[template_id]), res), "p", "try_on")
+    schedule = Schedule(steps=4)
+    kv = model.capture(template, EditRequest(fit_image(load_image("skimage:camera"), res)), schedule).kv
+    return model.edit_image(kv, "p", EditRequest(fit_image(load_image(photo), res), seed=seed), schedule)
+
+
+def test_every_shard_at_full_reproduces_the_exact_kv_output(api, reference_model):
+    with EdgeSession(api.url, models=lambda _: reference_model) as session:
+        result = session.edit(load_image(PHOTO), "portrait", policy="fixed-full", seed=3)
+    assert result.levels == ["full"] * 6 and result.version == 1
+    np.testing.assert_array_equal(result.image, exact_output(reference_model, "portrait", PHOTO, seed=3))
+    t = result.timeline
+    assert all(s.requested_at <= s.first_byte_at <= s.arrived_at <= s.decoded_at <= s.consumed_at for s in t.shards)
+    assert result.bytes == sum(s.bytes for s in t.shards) > 0 and result.latency_s >= t.compute_end - 1e-6
+
+
+def test_compact_edit_differs_but_stays_close(api, reference_model):
+    with EdgeSession(api.url, models=lambda _: reference_model) as session:
+        compact = session.edit(load_image(PHOTO), "portrait", policy="fixed-compact")
+        full_payloads = sum(s.levels["full"].length for s in session.manifest("portrait").shards)
+    exact = exact_output(reference_model, "portrait", PHOTO)
+    psnr = 10 * np.log10(1.0 / np.mean((compact.image - exact) ** 2))
+    assert not np.array_equal(compact.image, exact) and psnr > 25
+    assert compact.levels == ["compact"] * 6 and compact.bytes < 0.15 * full_payloads
+
+
+def test_second_edit_with_the_same_template_makes_no_shard_request(proxy, reference_model, tmp_path):
+    with EdgeSession(proxy.url, cache_dir=tmp_path, models=lambda _: reference_model) as session:
+        first = session.edit(load_image(PHOTO), "portrait", version=1, policy="fixed-full")
+        before = len(proxy.shard_requests())
+        second = session.edit(load_image("skimage:astronaut"), "portrait", version=1, policy="mpc")
+    assert before == 6 and len(proxy.shard_requests()) == before
+    assert proxy.requests[-1].path.endswith("/shards/5/full")  # numeric manifests come from the cache too
+    assert second.bytes == 0 and {s.source for s in second.timeline.shards} == {"cache"}
+    assert second.levels == first.levels
+
+
+def test_the_cache_stays_within_budget_and_evicts_the_least_recently_used_template(proxy, reference_model, tmp_path):
+    with EdgeSession(proxy.url, cache_dir=tmp_path, cache_budget_bytes=1_000_000, models=lambda _: reference_model) as s:
+        s.edit(load_image(PHOTO), "portrait", version=1, policy="fixed-medium")
+        assert 0 < s.cache.used_bytes <= 1_000_000
+        s.edit(load_image(PHOTO), "scenery", version=1, policy="fixed-full")  # ~1.46 MB: cannot fit whole
+        assert s.cache.used_bytes <= 1_000_000
+        assert s.cache.levels("portrait", 1, 0) == []  # evicted for the template in use
+        partial = sum(bool(s.cache.levels("scenery", 1, i)) for i in range(6))
+        assert 0 < partial < 6  # a partial template is kept
+        requests = len(proxy.shard_requests())
+        s.edit(load_image(PHOTO), "scenery", version=1, policy="fixed-full")
+        assert len(proxy.shard_requests()) - requests == 6 - partial
+
+
+def test_requests_carry_only_template_version_shard_and_level(proxy, reference_model, tmp_path):
+    """Privacy: nothing of the photo leaves the device, whatever the photo."""
+    sequences = []
+    for photo in ("skimage:coffee", "skimage:rocket"):
+        start = len(proxy.requests)
+        with EdgeSession(proxy.url, models=lambda _: reference_model) as session:
+            session.edit(load_image(photo), "portrait", policy="fixed-medium", seed=7)
+        sequences.append(proxy.requests[start:])
+    allowed = re.compile(r"^/v1/templates/[a-z0-9][a-z0-9._-]*/versions/[a-z0-9._-]+/"
+                         r"(manifest|shards/\d+/[a-z][a-z0-9_-]*)$")
+    for recorded in sequences:
+        assert recorded
+        for r in recorded:
+            assert r.method == "GET" and r.body == b"" and allowed.match(r.path), r
+            assert {k.lower() for k in r.headers} <= {"host", "user-agent", "accept-encoding", "range", "if-range"}, r.headers
+    strip = lambda rs: [(r.path, sorted(r.headers.items())) for r in rs]  # noqa: E731
+    assert strip(sequences[0]) == strip(sequences[1])  # identical for two different photos
+
+
+def test_unknown_template_and_bad_versions_are_typed_errors(api, reference_model):
+    with EdgeSession(api.url, models=lambda _: reference_model) as session:
+        with pytest.raises(ServerError) as err:
+            session.edit(load_image(PHOTO), "no-such-template")
+        assert err.value.status == 404
+        for bad in ("../x", "0", -1, True):
+            with pytest.raises(InvalidName):
+                session.edit(load_image(PHOTO), "portrait", version=bad)
+
+
+def test_a_template_for_another_model_is_refused(api):
+    from sakura.platform.models import load_model
+
+    other = load_model("tiny-flux")
+    with EdgeSession(api.url, models=lambda _: other) as session:
+        with pytest.raises(ModelError, match="built for model"):
+            session.edit(load_image(PHOTO), "portrait")
+
+
+def test_cancel_stops_a_slow_edit_promptly_and_leaves_no_thread(api, reference_model):
+    trickle = BandwidthTrace("trickle", "test", np.array([0.0]), np.array([0.05]), 10.0)  # 50 kbit/s
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    with EdgeSession(api.url, link=TraceLink(trickle, rtt_s=0.0), models=lambda _: reference_model) as session:
+        start = time.monotonic()
+        with pytest.raises(EditCancelled):
+            session.edit(load_image(PHOTO), "portrait", policy="fixed-full", cancel=cancel)
+    assert time.monotonic() - start < 3.0
+    time.sleep(0.2)
+    assert not [t for t in threading.enumerate() if t.name.startswith("sakura-")]

@@ -1,0 +1,66 @@
+"""The HTTP transport against the real shard API: keep-alive, integrity, link pacing."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import numpy as np
+import pytest
+
+from sakura.edge_client import HttpTransport, RetryPolicy, ServerError, ShardCorrupt
+from sakura.edge_client.emulation import TraceLink
+from sakura.platform.manifest import Manifest
+from sakura.platform.traces import BandwidthTrace
+
+
+def shard(transport: HttpTransport, index: int, level: str = "medium"):
+    manifest = Manifest.from_bytes(transport.get("/v1/templates/portrait/versions/1/manifest").body)
+    loc = manifest.shards[index].levels[level]
+    path = f"/v1/templates/portrait/versions/1/shards/{index}/{level}"
+    return path, loc
+
+
+def test_requests_share_one_kept_alive_connection(proxy):
+    transport = HttpTransport(proxy.url)
+    for i in range(4):
+        path, loc = shard(transport, i)
+        got = transport.download(path, sha256=loc.sha256, length=loc.length)
+        assert hashlib.sha256(got.data).hexdigest() == loc.sha256 and got.attempts == 1
+    transport.close()
+    assert len(proxy.requests) == 8 and len({r.client_port for r in proxy.requests}) == 1
+
+
+def test_a_length_or_hash_that_disagrees_with_the_manifest_is_never_returned(proxy):
+    transport = HttpTransport(proxy.url, retry=RetryPolicy(attempts=2, backoff_s=0.01))
+    path, loc = shard(transport, 0)
+    with pytest.raises(ShardCorrupt):
+        transport.download(path, sha256="0" * 64, length=loc.length)
+    with pytest.raises(ShardCorrupt):
+        transport.download(path, sha256=loc.sha256, length=loc.length + 1)
+
+
+def test_malformed_server_url_and_error_bodies():
+    with pytest.raises(ValueError):
+        HttpTransport("ftp://example")
+    with pytest.raises(ValueError):
+        HttpTransport("not a url")
+
+
+def test_json_error_codes_are_kept(proxy):
+    transport = HttpTransport(proxy.url)
+    with pytest.raises(ServerError) as err:
+        transport.get("/v1/templates/Bad!/versions/1/manifest")
+    assert err.value.status == 400 and err.value.server_code == "invalid_template_id"
+
+
+def test_trace_link_never_delivers_faster_than_the_trace(proxy):
+    rate_mbps = 4.0
+    link = TraceLink(BandwidthTrace("flat", "test", np.array([0.0]), np.array([rate_mbps]), 60.0), rtt_s=0.02)
+    transport = HttpTransport(proxy.url, link=link)
+    path, loc = shard(transport, 0, "full")
+    start = time.monotonic()
+    transport.download(path, sha256=loc.sha256, length=loc.length)
+    elapsed = time.monotonic() - start
+    floor = 0.02 + loc.length * 8 / (rate_mbps * 1e6)
+    assert floor <= elapsed < 3 * floor + 0.5
