@@ -48,16 +48,19 @@ class ShardFetcher:
         return f"/v1/templates/{m.template_id}/versions/{m.version}/shards/{index}/{level}"
 
     def fetch(
-        self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: threading.Event
+        self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: threading.Event,
+        near_done: threading.Event | None = None,
     ) -> tuple[str, bytes]:
-        """The chosen (or switched-to) level and its verified bytes."""
+        """The chosen (or switched-to) level and its verified bytes. ``near_done`` is set once the
+        rest of the response should take less than a round trip (time to request the next shard)."""
+        near_done = near_done or threading.Event()
         while True:
             data = self._from_cache(index, level)
             if data is not None:
                 timing.source, timing.arrived_at = "cache", self.clock()
                 return level, data
             try:
-                return level, self._download(index, level, timing, abandon, cancel)
+                return level, self._download(index, level, timing, abandon, cancel, near_done)
             except _SwitchLevel as switch:
                 timing.abandoned.append(level)
                 timing.bytes += switch.received
@@ -70,8 +73,18 @@ class ShardFetcher:
         sha = self.manifest.shards[index].levels[level].sha256
         return self.cache.read(self.manifest.template_id, self.manifest.version, index, level, sha)
 
-    def _download(self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: threading.Event) -> bytes:
+    def _download(
+        self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: threading.Event,
+        near_done: threading.Event,
+    ) -> bytes:
         location = self.manifest.shards[index].levels[level]
+        rtt, estimate = self.estimator.rtt_s, self.estimator.estimate()
+        # At the estimated rate the response ends ``rtt + length / rate`` from now: the next request
+        # should leave one round trip before that (progress below corrects it with the real rate).
+        timer = threading.Timer(location.length / estimate.bytes_per_s if estimate else float("inf"), near_done.set)
+        timer.daemon = True
+        if estimate is not None:
+            timer.start()
         if timing.requested_at is None:
             timing.requested_at = self.clock()
         first: list[float] = []  # time and size of the first chunk: the rate is measured after it
@@ -83,14 +96,20 @@ class ShardFetcher:
                 first.extend((now, received))
                 return
             elapsed = now - first[0]
+            rate = (received - first[1]) / elapsed if elapsed > 0 else 0.0
+            if rate > 0 and (location.length - received) / rate <= rtt:
+                near_done.set()
             if elapsed >= ABANDON_MIN_S and now - last_check[0] >= ABANDON_CHECK_S:
                 last_check[0] = now
-                smaller = abandon(level, received, (received - first[1]) / elapsed)
+                smaller = abandon(level, received, rate)
                 if smaller is not None and smaller != level:
                     raise _SwitchLevel(smaller, received, received - int(first[1]), elapsed)
 
-        got = self.transport.download(self.path(index, level), sha256=location.sha256, length=location.length,
-                                      progress=progress, cancel=cancel)
+        try:
+            got = self.transport.download(self.path(index, level), sha256=location.sha256, length=location.length,
+                                          progress=progress, cancel=cancel)
+        finally:
+            timer.cancel()
         offset = self.clock() - time.monotonic()  # monotonic -> edit clock
         timing.first_byte_at = timing.first_byte_at or got.first_byte_at + offset
         timing.bytes += location.length

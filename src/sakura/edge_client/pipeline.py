@@ -1,6 +1,8 @@
 """The overlapped edit pipeline: fetch shard i+1, decode shard i, compute with shard i-1.
 
-Fetch and decode run in their own threads; compute runs in the caller's thread, inside the
+Fetch and decode run in their own threads; the fetcher sends the next shard's request about a
+round trip before the current response ends (on a second connection), so the link does not
+idle for a round trip between shards; compute runs in the caller's thread, inside the
 model's replay loop, which reads each shard from a :class:`StreamingKV` when the layer that
 needs it starts (blocking there is a *stall*). Queues are bounded: the fetcher is at most
 ``max_ahead`` encoded shards ahead of the decoder, and the decoder at most ``max_ahead``
@@ -13,6 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, TypeVar
 
 from sakura.edge_client.compute_model import ComputeModel
@@ -58,6 +61,7 @@ class EditPipeline:
         self.model = manifest.model.name
         self.cancel = cancel or threading.Event()
         self._stop = threading.Event()
+        self._abort = _Either(self.cancel, self._stop)  # what downloads in flight watch
         self._error: BaseException | None = None
         self._encoded: queue.Queue[tuple[int, str, bytes]] = queue.Queue(maxsize=max_ahead)
         self.kv = StreamingKV(self, max_ahead)
@@ -109,9 +113,23 @@ class EditPipeline:
 
     # -- fetch ---------------------------------------------------------------------------
     def _fetch_stage(self) -> None:
-        for index in range(len(self.manifest.shards)):
-            if self._stopped():
-                return
+        pending: tuple[Future, threading.Event] | None = None
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="sakura-download") as pool:
+            for index in range(len(self.manifest.shards)):
+                if pending is not None:
+                    self._wait(pending[1], pending[0])
+                if self._stopped():
+                    break
+                near_done = threading.Event()
+                future = pool.submit(self._fetch_one, index, near_done)
+                if pending is not None:
+                    self._put(self._encoded, pending[0].result())
+                pending = (future, near_done)
+            if pending is not None and not self._stopped():
+                self._put(self._encoded, pending[0].result())
+
+    def _fetch_one(self, index: int, near_done: threading.Event) -> tuple[int, str, bytes]:
+        try:
             timing = self.timeline.shards[index]
             timing.chosen_at = self.clock()
             level = self.policy.choose(self.context(index))
@@ -121,9 +139,15 @@ class EditPipeline:
             def abandon(current: str, received: int, rate: float) -> str | None:
                 return self.policy.abandon(self.context(index), current, received, rate)
 
-            level, data = self.fetcher.fetch(index, level, timing, abandon, self.cancel)
+            level, data = self.fetcher.fetch(index, level, timing, abandon, self._abort, near_done)
             timing.level = level
-            self._put(self._encoded, (index, level, data))
+            return index, level, data
+        finally:
+            near_done.set()
+
+    def _wait(self, event: threading.Event, future: Future) -> None:
+        while not event.wait(_POLL_S) and not future.done() and not self._stopped():
+            continue
 
     def context(self, index: int) -> PlanContext:
         """What the policy knows now about shard ``index`` and those after it."""
@@ -180,6 +204,25 @@ class EditPipeline:
             except queue.Empty:
                 continue
         return None
+
+
+class _Either:
+    """Set when either event is (the transport's view of cancellation)."""
+
+    def __init__(self, a: threading.Event, b: threading.Event) -> None:
+        self.a, self.b = a, b
+
+    def is_set(self) -> bool:
+        return self.a.is_set() or self.b.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.a.wait(min(left, _POLL_S))
+        return True
 
 
 class StreamingKV:

@@ -1,7 +1,9 @@
 """The timing model every level policy plans with (and the end-to-end simulator replays).
 
-Shards are fetched one after another; each is decoded when it has arrived and the decoder is
-free; the model consumes shard ``i`` when it is decoded and the compute stage has reached the
+Shards are fetched one after another over one link, each request sent a round trip before the
+previous response ends (so the link never idles between shards, as with HTTP request-ahead) but
+never more than two at a time;
+each is decoded when it has arrived and the decoder is free; the model consumes shard ``i`` when it is decoded and the compute stage has reached the
 layer that needs it; it then computes for ``compute[i]`` seconds before it needs shard ``i + 1``.
 Whenever a decoded shard is later than the compute stage, the compute stage stalls.
 
@@ -51,6 +53,8 @@ class PlanContext:
     decode_s: dict[str, float]
     ready_at: float
     decode_free_at: float = 0.0
+    #: When the link finishes the response in flight (``now`` when idle).
+    link_free_at: float | None = None
 
     def size(self, level: str, index: int | None = None) -> int:
         return self.shards[self.index if index is None else index].sizes[level]
@@ -65,9 +69,10 @@ class PlanContext:
 class PlanState:
     """Where the pipeline stands while a plan is simulated."""
 
-    fetch_free: float
+    fetch_free: float  # the link is free from here
     decode_free: float
     ready: float
+    next_request: float = 0.0  # the next request can be sent from here
     quality: float = 0.0
     stall: float = 0.0
 
@@ -76,15 +81,20 @@ class PlanState:
 
 
 def start_state(ctx: PlanContext) -> PlanState:
-    return PlanState(fetch_free=ctx.now, decode_free=max(ctx.decode_free_at, ctx.now), ready=ctx.ready_at)
+    link_free = ctx.now if ctx.link_free_at is None else max(ctx.now, ctx.link_free_at)
+    return PlanState(fetch_free=link_free, decode_free=max(ctx.decode_free_at, ctx.now), ready=ctx.ready_at,
+                     next_request=ctx.now)
 
 
 def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer: TransferTime) -> PlanState:
     """The state after shard ``index`` is fetched at ``level``, decoded and consumed."""
     size = ctx.shards[index].sizes[level]
+    next_request = state.next_request
     if size:
-        begin = state.fetch_free + ctx.rtt_s
+        begin = max(state.fetch_free, state.next_request + ctx.rtt_s)
         arrival = begin + transfer(begin, size)
+        # At most two requests in flight: the one after this waits for the previous to finish.
+        next_request = max(next_request, state.fetch_free, arrival - ctx.rtt_s)
     else:
         arrival = state.fetch_free
     decoded = max(arrival, state.decode_free) + ctx.decode_s.get(level, 0.0)
@@ -92,6 +102,7 @@ def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer
     return PlanState(
         fetch_free=arrival,
         decode_free=decoded,
+        next_request=next_request,
         ready=consumed + ctx.compute[index],
         quality=state.quality + ctx.shards[index].weight * ctx.utility[level],
         stall=state.stall + max(0.0, decoded - state.ready),

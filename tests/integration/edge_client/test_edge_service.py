@@ -73,10 +73,11 @@ def test_adaptation_on_a_kernel_shaped_link(service, model):
     ok, why = kernel_link_support()
     if not ok:
         pytest.skip(f"kernel link emulation unavailable here: {why}")
-    from tests.unit.edge_client.test_adaptation import STEP_AT, WARM_AT, phone_for
+    from sakura.edge_client.emulation import PacedDevice
+    from tests.unit.edge_client.test_adaptation import LAYER_S, STEP_AT, WARM_AT
 
     _, port = service
-    device, results = phone_for(model), {}
+    device, results = PacedDevice(LAYER_S), {}
     for policy in ("fixed-full", "mpc"):
         with KernelLink(load_trace(TRACE), ("127.0.0.1", port), rtt_s=0.03, offset_s=WARM_AT) as link:
             session = EdgeSession(link.url, models=lambda _: model, device=device)

@@ -3,34 +3,21 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from sakura.edge_client import EdgeSession, make_policy
-from sakura.edge_client.emulation import SlowDevice, TraceLink
-from sakura.platform.images import fit_image, load_image
-from sakura.platform.models import EditRequest, Schedule, Template
+from sakura.edge_client.emulation import PacedDevice, TraceLink
+from sakura.platform.images import load_image
 from sakura.platform.traces import load_trace
 
 TRACE = Path(__file__).resolve().parents[4] / "shared" / "traces" / "lumos-4g" / "4g_trace_driving_50174_dr"
 WARM_AT, STEP_AT = 44.0, 53.8  # ~36 Mbit/s to learn the link; 0.2 s before the drop
-LAYER_S = 0.08  # the emulated phone's compute per layer
+LAYER_S = 0.08  # the emulated phone's compute between two shards
 
 
-def phone_for(model) -> SlowDevice:
-    """A device whose layers take about LAYER_S, whatever this machine's speed."""
-    image = fit_image(load_image("skimage:coffee"), model.resolution)
-    kv = model.capture(Template(image, "p", "try_on"), EditRequest(image), Schedule(4)).kv
-    model.replay(kv, "p", EditRequest(image), Schedule(4))  # warm up
-    start = time.perf_counter()
-    model.replay(kv, "p", EditRequest(image), Schedule(4))
-    per_layer = (time.perf_counter() - start) / (4 * model.info().layers)
-    return SlowDevice(max(1.0, LAYER_S / per_layer))
-
-
-def edit_over_step_down(url: str, model, policy: str, device: SlowDevice):
+def edit_over_step_down(url: str, model, policy: str, device: PacedDevice):
     trace = load_trace(TRACE)
     link = TraceLink(trace, rtt_s=0.03, offset_s=WARM_AT)
     with EdgeSession(url, link=link, device=device, models=lambda _: model) as session:
@@ -43,7 +30,7 @@ def edit_over_step_down(url: str, model, policy: str, device: SlowDevice):
 
 @pytest.mark.skipif(not TRACE.exists(), reason="needs ../shared/traces")
 def test_policy_moves_later_shards_smaller_and_stalls_less_than_fixed_full(api, reference_model):
-    device = phone_for(reference_model)
+    device = PacedDevice(LAYER_S)
     full = edit_over_step_down(api.url, reference_model, "fixed-full", device)
     mpc = edit_over_step_down(api.url, reference_model, "mpc", device)
     rank = {"compact": 0, "medium": 1, "full": 2}

@@ -5,7 +5,7 @@
 """
 
 from sakura.edge_client.emulation.kernel_link import KernelLink, KernelLinkUnavailable, kernel_link_support
-from sakura.edge_client.emulation.slow_device import SlowDevice
+from sakura.edge_client.emulation.slow_device import PacedDevice, SlowDevice
 from sakura.edge_client.emulation.trace_link import TraceLink
 
-__all__ = ["KernelLink", "KernelLinkUnavailable", "SlowDevice", "TraceLink", "kernel_link_support"]
+__all__ = ["KernelLink", "KernelLinkUnavailable", "PacedDevice", "SlowDevice", "TraceLink", "kernel_link_support"]

@@ -16,3 +16,17 @@ class SlowDevice(Device):
     def after_compute(self, seconds: float) -> None:
         if self.factor > 1.0 and seconds > 0:
             time.sleep((self.factor - 1.0) * seconds)
+
+
+class PacedDevice(Device):
+    """Emulate a phone whose compute between two shards takes ``interval_s`` (when this machine
+    is faster): deterministic device timing for tests and live benchmarks."""
+
+    def __init__(self, interval_s: float) -> None:
+        if interval_s < 0:
+            raise ValueError("interval_s must be >= 0")
+        self.interval_s = interval_s
+
+    def after_compute(self, seconds: float) -> None:
+        if seconds < self.interval_s:
+            time.sleep(self.interval_s - seconds)
