@@ -1,31 +1,33 @@
-"""``sakura demo``: the mission so far, on the embedded default.
+"""``sakura demo``: the whole mission on the embedded default, in one command.
 
-1. Verifies that replaying cached template KV is exact on every model family.
-2. Edits a photo with each example template using the trained reference model: captures the
-   template's KV once, encodes it at every codec level, decodes it and replays, writing one PNG
-   per template (user photo, template, then the edit at each level) and a size/fidelity table.
+1. Checks that replaying cached template KV is exact on every model family.
+2. Starts a local Ray, builds the three example templates for the reference model into a local
+   library (the build job), and serves it with Ray Serve on 127.0.0.1.
+3. Edits a photo with each template through the edge client over a link shaped by a real
+   bandwidth trace, writing the edited images, the timeline of each edit, and a latency table
+   against the baselines (simulated on the same trace and start time from this machine's
+   measured geometry, next to the live edit).
+4. Shuts Serve and Ray down and checks that no process is left behind.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import time
 from pathlib import Path
 
 import numpy as np
 
-from sakura.platform.codec import decode_shard, default_levels, encode_shard
-from sakura.platform.images import fit_image, load_image, save_grid
-from sakura.platform.importance import from_attention
-from sakura.platform.kv import TemplateKV
-from sakura.platform.models import EditRequest, Schedule, Template, load_model
-from sakura.platform.spec import load_spec
+from sakura.platform.images import load_image, save_grid
+from sakura.platform.traces import BandwidthTrace, load_trace
 from sakura.platform.verify import verify_model
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "templates.yaml"
-#: The user's photo for each task (none of them a template image).
-USER_PHOTOS = {"face_swap": "skimage:lfw_subset/93", "try_on": "skimage:chelsea", "style_transfer": "skimage:astronaut"}
-CALIBRATION_PHOTO = "skimage:rocket"
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "templates.yaml"
+SHARED_TRACE = REPO.parent / "shared" / "traces" / "norway-hsdpa" / "norway_tram_21"
+BUNDLED_TRACE = REPO / "examples" / "traces" / "norway_tram_21"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,41 +35,105 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", type=Path, default=EXAMPLES)
     parser.add_argument("--out", type=Path, default=Path("demo-out"))
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--trace", type=Path, default=SHARED_TRACE if SHARED_TRACE.exists() else BUNDLED_TRACE)
+    parser.add_argument("--rtt-ms", type=float, default=40.0)
     args = parser.parse_args(argv)
+    started = time.time()
+    args.out.mkdir(parents=True, exist_ok=True)
 
-    print("== exact replay of cached template KV")
+    print("== 1. exact replay of cached template KV", flush=True)
     for name in ("tiny-flux", "tiny-sd3", "reference"):
         r = verify_model(name, steps=4, repeats=1)
         print(f"   {name:10s} {r.shards:3d} shards  rel_l2 {r.rel_l2_diff:.1e}  exact {r.exact}")
-    print(f"== edits with the reference model ({args.steps} steps) -> {args.out}/")
-    args.out.mkdir(parents=True, exist_ok=True)
+
+    import ray
+
+    library = f"file://{(args.out / 'library').resolve()}"
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        print(f"== 2. build the example templates into {library} (Ray job), serve them (Ray Serve)", flush=True)
+        from sakura.jobs import build
+
+        if build.main(["--spec", str(args.spec), "--model", "reference", "--store", library, "--workers", "2"]) != 0:
+            return 1
+        from sakura.serve.local import run_app
+
+        url = run_app(library)
+        print(f"   serving on {url}")
+        trace = load_trace(args.trace)
+        print(f"== 3. edits over a link shaped by {trace.family}/{trace.name} (mean {trace.mean_mbps:.2f} Mbit/s, "
+              f"RTT {args.rtt_ms:.0f} ms) -> {args.out}/", flush=True)
+        _edits(url, library, trace, args)
+    finally:
+        from ray import serve
+
+        serve.shutdown()
+        ray.shutdown()
+    left = _leftover_processes()
+    print(f"== 4. Serve and Ray stopped; processes left behind: {left or 'none'}")
+    print(f"   done in {time.time() - started:.0f} s")
+    return 0 if not left else 1
+
+
+def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespace) -> None:
+    from sakura.edge_client import EdgeSession
+    from sakura.edge_client.emulation import TraceLink
+    from sakura.evaluation import SYSTEMS, EditSimulator, measure_geometry
+    from sakura.evaluation.plots import bandwidth, gantt, sim_edit_from_timeline
+    from sakura.evaluation.workload import example_spec, load_cases
+    from sakura.platform.models import load_model
+
     adapter = load_model("reference")
-    spec = load_spec(args.spec)
-    levels = default_levels()
-    schedule = Schedule(steps=args.steps)
-    res = adapter.resolution
-    print(f"   {'template':14s} {'level':8s} {'bytes':>8s} {'vs fp16':>8s} {'PSNR vs full':>12s}")
-    for entry in spec.templates:
-        template = Template(fit_image(load_image(entry.image, spec.base_dir), res), entry.prompt, entry.task.value)
-        calibration = EditRequest(fit_image(load_image(CALIBRATION_PHOTO), res), seed=7)
-        captured = adapter.capture(template, calibration, schedule)
-        scores = from_attention([captured.attention_mass])
-        user = EditRequest(fit_image(load_image(USER_PHOTOS.get(entry.task.value, CALIBRATION_PHOTO)), res), seed=1)
-        images, sizes = {}, {}
-        for name, level in levels.items():
-            payloads = {k: encode_shard(captured.kv[k], level, scores[k]) for k in captured.kv}
-            kv = TemplateKV(captured.kv.model_fingerprint, {k: decode_shard(p) for k, p in payloads.items()})
-            images[name] = adapter.latent_to_image(adapter.replay(kv, template.prompt, user, schedule))
-            sizes[name] = sum(map(len, payloads.values()))
-        for name, size in sizes.items():
-            psnr = "(reference)" if name == "full" else _psnr(images["full"], images[name])
-            print(f"   {entry.id:14s} {name:8s} {size:8d} {captured.kv.nbytes_fp16 / size:7.2f}x {psnr:>12s}")
-        save_grid([[user.image, template.image, *images.values()]], args.out / f"{entry.id}.png", scale=6)
-    print(f"   columns of each PNG: user photo, template, then {', '.join(levels)}")
-    return 0
+    spec = example_spec(args.spec)
+    cases = {c.manifest.template_id: c for c in load_cases(library, spec, adapter.resolution)}
+    rows = []
+    for k, entry in enumerate(spec.templates):
+        case = cases[entry.id]
+        offset = trace.duration * (k + 1) / (len(spec.templates) + 1)
+        link = TraceLink(trace, rtt_s=args.rtt_ms / 1000, offset_s=offset)
+        with EdgeSession(url, link=link, models=lambda _: adapter) as session:
+            link.start()
+            live = session.edit(case.request.image, entry.id, policy="mpc", seed=case.request.seed)
+        with EdgeSession(url, models=lambda _: adapter) as session:
+            exact = session.edit(case.request.image, entry.id, policy="fixed-full", seed=case.request.seed)
+        psnr = _psnr(exact.image, live.image)
+        save_grid([[case.request.image, case.template.image, live.image, exact.image]], args.out / f"{entry.id}.png", scale=6)
+        geometry, _ = measure_geometry(adapter, case.manifest, case.payloads, case.template, case.request, repeats=2)
+        sim = EditSimulator(geometry, trace, offset, rtt_s=args.rtt_ms / 1000)
+        simulated = {system: sim.run(system).latency_s for system in SYSTEMS}
+        live_edit = sim_edit_from_timeline(live.timeline, "sakura (live)")
+        gantt(args.out / f"timeline-{entry.id}.png", {"sakura (live)": live_edit, "cachegen (simulated)": sim.run("cachegen")},
+              f"{entry.id}: {trace.name} from {offset:.0f} s")
+        bandwidth(args.out / f"bandwidth-{entry.id}.png", sim, live_edit, trace.family)
+        counts = {lv: live.levels.count(lv) for lv in dict.fromkeys(live.levels)}
+        print(f"   {entry.id:13s} live {live.latency_s:6.3f} s  stalls {live.timeline.stall_s:.3f} s  "
+              f"{live.bytes / 1e3:6.1f} kB  levels {counts}  PSNR vs exact KV {psnr}")
+        rows.append((entry.id, live.latency_s, simulated, sim.bound()))
+    print("\n   latency on the same trace and start time (seconds; baselines simulated from measured geometry):")
+    print(f"   {'template':13s} {'live':>7s} " + " ".join(f"{s[:12]:>12s}" for s in [*SYSTEMS, "bound"]))
+    for template, live_s, simulated, bound in rows:
+        print(f"   {template:13s} {live_s:7.3f} " + " ".join(f"{simulated[s]:12.3f}" for s in SYSTEMS) + f" {bound:12.3f}")
+    print(f"   images: {args.out}/<template>.png (photo, template, SAKURA over the link, exact KV); "
+          f"timelines: {args.out}/timeline-<template>.png, bandwidth-<template>.png")
 
 
 def _psnr(ref: np.ndarray, img: np.ndarray) -> str:
     mse = float(np.mean((ref - img) ** 2))
     return "identical" if mse == 0 else f"{10 * math.log10(1.0 / mse):.1f} dB"
+
+
+def _leftover_processes() -> list[str]:
+    """Children of this process still alive shortly after shutdown (Ray workers, Serve proxies)."""
+    import psutil
+
+    deadline = time.time() + 15
+    while True:
+        children = [p for p in psutil.Process(os.getpid()).children(recursive=True) if p.is_running()
+                    and p.status() != psutil.STATUS_ZOMBIE]
+        if not children or time.time() > deadline:
+            return [f"{p.pid}:{p.name()}" for p in children]
+        time.sleep(0.5)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

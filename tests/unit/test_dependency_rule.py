@@ -14,6 +14,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "sakura"
 FORBIDDEN = {
     "edge_client": ("ray", "boto3", "botocore", "sakura.serve", "sakura.jobs"),
     "platform": ("ray",),
+    "evaluation": ("ray", "boto3", "botocore", "sakura.serve"),
 }
 
 _BLOCKER = """

@@ -47,5 +47,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run_app(store: str, *, host: str = "127.0.0.1", port: int = 0, name: str = "sakura") -> str:
+    """Start Serve (on the connected Ray) serving ``store``; returns the base URL. ``port`` 0: a free one."""
+    import socket
+
+    from ray import serve
+
+    from sakura.serve.app import build_app
+
+    if port == 0:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+    serve.start(http_options={"host": host, "port": port})
+    serve.run(build_app({"store": store}), name=name, route_prefix="/")
+    return f"http://{host}:{port}"
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,35 @@
+"""Output fidelity of a level plan: PSNR of the edit made with those shards against the edit
+made with the exact template KV (same photo, same seed), computed by really replaying."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sakura.platform.kv import TemplateKV
+from sakura.platform.models import EditRequest, ModelAdapter, Schedule
+
+IDENTICAL_DB = 100.0  # reported for a bit-identical output
+
+
+class FidelityTable:
+    def __init__(self, adapter: ModelAdapter, decoded: dict[str, TemplateKV], exact_level: str, prompt: str,
+                 request: EditRequest, schedule: Schedule) -> None:
+        self.adapter, self.decoded, self.prompt, self.request, self.schedule = adapter, decoded, prompt, request, schedule
+        self.keys = decoded[exact_level].keys
+        self.fingerprint = decoded[exact_level].model_fingerprint
+        self.exact = self._image(tuple([exact_level] * len(self.keys)))
+        self._psnr: dict[tuple[str, ...], float] = {}
+
+    def _image(self, plan: tuple[str, ...]) -> np.ndarray:
+        kv = TemplateKV(self.fingerprint, {k: self.decoded[level][k] for k, level in zip(self.keys, plan)})
+        return self.adapter.edit_image(kv, self.prompt, self.request, self.schedule)
+
+    def psnr(self, plan: tuple[str, ...]) -> float:
+        if not plan:
+            return IDENTICAL_DB  # nothing fetched: computed on the device, exactly
+        if plan not in self._psnr:
+            mse = float(np.mean((self._image(plan) - self.exact) ** 2))
+            self._psnr[plan] = IDENTICAL_DB if mse == 0 else min(IDENTICAL_DB, 10 * math.log10(1.0 / mse))
+        return self._psnr[plan]

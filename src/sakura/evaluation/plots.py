@@ -1,0 +1,130 @@
+"""Figures of the end-to-end comparison (matplotlib, imported only here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from sakura.evaluation.simulator import SYSTEMS, EditSimulator, SimEdit
+
+LEVEL_COLOURS = {"compact": "#8ecae6", "medium": "#219ebc", "full": "#023047",
+                 "cachegen-low": "#ffb703", "cachegen-coarse": "#fb8500", "cachegen-fine": "#c75000"}
+SYSTEM_STYLE = {"sakura": ("#d62828", "-"), "oracle": ("#000000", ":"), "cachegen": ("#fb8500", "-"),
+                "on-device": ("#6a994e", "-"), "full-sequential": ("#7f7f7f", "-"),
+                "sakura-no-pipeline": ("#d62828", "--"), "sakura-fixed-medium": ("#219ebc", "--"), "bound": ("#9d4edd", ":")}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_plots(out: Path, runs: dict, examples: dict) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = [latency_cdf(out / "latency-cdf.png", runs)]
+    for family, ex in examples.items():
+        sim: EditSimulator = ex["sim"]
+        edits = {name: sim.run(name) for name in ("sakura", "cachegen")}
+        written.append(gantt(out / f"timeline-{family}.png", edits, f"{family}: {ex['trace'].name} at {ex['start']:.0f} s"))
+        written.append(bandwidth(out / f"bandwidth-{family}.png", sim, edits["sakura"], family))
+    return written
+
+
+def latency_cdf(path: Path, runs: dict) -> Path:
+    plt = _pyplot()
+    families = list(runs)
+    cols = 3
+    rows = -(-len(families) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    for ax, family in zip(axes.flat, families):
+        for system in [*SYSTEMS, "bound"]:
+            values = np.sort(runs[family][system])
+            colour, style = SYSTEM_STYLE[system]
+            ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", color=colour, linestyle=style,
+                    label=system)
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        ax.set_title(family)
+        ax.set_xlabel("edit latency (s)")
+        ax.set_ylabel("CDF")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(families):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def gantt(path: Path, edits: dict[str, SimEdit], title: str) -> Path:
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(edits), 1, figsize=(10, 2.4 * len(edits)), sharex=True, squeeze=False)
+    for ax, (name, edit) in zip(axes[:, 0], edits.items()):
+        for s in edit.shards:
+            colour = LEVEL_COLOURS.get(s.level, "#888888")
+            ax.barh(2, s.first_byte - s.requested, left=s.requested, color="#dddddd", height=0.6)
+            ax.barh(2, s.arrived - s.first_byte, left=s.first_byte, color=colour, height=0.6, edgecolor="white")
+            ax.barh(1, max(s.decoded - s.decode_start, 1e-3), left=s.decode_start, color=colour, height=0.6)
+        stalls = [(s.needed, s.consumed) for s in edit.shards if s.consumed - s.needed > 1e-6]
+        starts = [edit.compute_start] + [s.consumed for s in edit.shards]
+        ends = [s.needed for s in edit.shards] + [edit.latency_s]
+        for a, b in zip(starts, ends):
+            ax.barh(0, max(b - a, 0), left=a, color="#6a994e", height=0.6)
+        for a, b in stalls:
+            ax.barh(0, b - a, left=a, color="#d62828", height=0.6)
+        ax.set_yticks([0, 1, 2], ["compute", "decode", "fetch"])
+        ax.set_title(f"{name}: {edit.latency_s:.3f} s, stalls {sum(b - a for a, b in stalls):.3f} s", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("seconds since the edit began (grey: request round trip; red: compute stalled)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in LEVEL_COLOURS.values()]
+    axes[0, 0].legend(handles, list(LEVEL_COLOURS), fontsize=7, ncol=3, loc="upper right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def bandwidth(path: Path, sim: EditSimulator, edit: SimEdit, family: str) -> Path:
+    plt = _pyplot()
+    horizon = max(edit.latency_s * 1.2, 1.0)
+    t = np.linspace(0, horizon, 400)
+    rate = [sim.trace.rate_at(sim.start + x) for x in t]
+    fig, ax = plt.subplots(figsize=(10, 3))
+    ax.step(t, rate, where="post", color="#333333", label=f"bandwidth ({sim.trace.name})")
+    top = max(max(rate), 1e-3)
+    for s in edit.shards:
+        ax.axvspan(s.first_byte, s.arrived, color=LEVEL_COLOURS[s.level], alpha=0.5)
+        ax.text((s.first_byte + s.arrived) / 2, top * 1.02, f"{s.index}:{s.level[0]}", ha="center", fontsize=7)
+    ax.set_xlabel("seconds since the edit began")
+    ax.set_ylabel("Mbit/s")
+    ax.set_ylim(0, top * 1.15)
+    ax.set_title(f"{family}: level chosen per shard while its bytes flow (c/m/f = compact/medium/full)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def sim_edit_from_timeline(timeline, name: str) -> SimEdit:
+    """A live edit's :class:`~sakura.edge_client.Timeline` in the simulator's terms, for the same plots."""
+    from sakura.evaluation.simulator import SimShard
+
+    shards, decode_free = [], timeline.compute_start
+    for s in timeline.shards:
+        arrived = s.arrived_at if s.arrived_at is not None else timeline.compute_start
+        shard = SimShard(s.index, s.level, requested=s.requested_at if s.requested_at is not None else arrived,
+                         first_byte=s.first_byte_at if s.first_byte_at is not None else arrived, arrived=arrived,
+                         bytes=s.bytes, abandoned=list(s.abandoned))
+        shard.decode_start = max(arrived, decode_free)
+        shard.decoded = decode_free = s.decoded_at if s.decoded_at is not None else shard.decode_start
+        shard.needed, shard.consumed = s.needed_at or shard.decoded, s.consumed_at or shard.decoded
+        shards.append(shard)
+    return SimEdit(name, timeline.compute_end, shards, timeline.compute_start, timeline.stall_s)

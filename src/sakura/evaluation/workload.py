@@ -1,0 +1,65 @@
+"""The templates an evaluation runs on: the example templates, built for the reference model
+into a library (in process), read back as a phone would get them, with each task's user photo."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sakura.platform.images import fit_image, load_image
+from sakura.platform.levelfile import read_shard_payload
+from sakura.platform.library import TemplateLibrary
+from sakura.platform.manifest import Manifest
+from sakura.platform.models import EditRequest, Template
+from sakura.platform.spec import TemplateSpec, load_spec
+from sakura.platform.store import open_store
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "templates.yaml"
+#: The user's photo for each task (none of them a template image).
+USER_PHOTOS = {"face_swap": "skimage:lfw_subset/93", "try_on": "skimage:chelsea", "style_transfer": "skimage:astronaut"}
+DEFAULT_PHOTO = "skimage:rocket"
+
+
+@dataclass
+class TemplateCase:
+    manifest: Manifest
+    payloads: dict[str, list[bytes]]  # level -> encoded shard payloads, in consumption order
+    template: Template
+    request: EditRequest
+
+
+def build_examples(store_uri: str, spec: TemplateSpec, model: str = "reference") -> None:
+    """Build and publish every template of ``spec`` that the library lacks (no Ray)."""
+    from sakura.jobs.builder import BuildJob, BuildSettings, TemplateBuilder, content_hash
+    from sakura.platform.codec import default_levels
+    from sakura.platform.models.registry import default_steps
+
+    library = TemplateLibrary(open_store(store_uri))
+    settings = BuildSettings(model=model, levels=tuple(default_levels().values()), steps=default_steps(model),
+                             store=store_uri)
+    builder = TemplateBuilder(settings)
+    for entry in spec.templates:
+        digest = content_hash(entry, spec.base_dir, builder.adapter.fingerprint, settings)
+        if library.versions(entry.id):
+            continue
+        version = library.claim_version(entry.id, digest)
+        library.publish(builder.build(BuildJob(entry, str(spec.base_dir), version, digest)).manifest)
+
+
+def load_cases(store_uri: str, spec: TemplateSpec, resolution: int) -> list[TemplateCase]:
+    library = TemplateLibrary(open_store(store_uri))
+    cases = []
+    for entry in spec.templates:
+        manifest = library.manifest(entry.id)
+        payloads = {}
+        for level in manifest.levels:
+            store = open_store(level.store) if level.store else library.store
+            payloads[level.name] = [read_shard_payload(store, level.key, s.levels[level.name]) for s in manifest.shards]
+        image = fit_image(load_image(entry.image, spec.base_dir), resolution)
+        photo = fit_image(load_image(USER_PHOTOS.get(entry.task.value, DEFAULT_PHOTO)), resolution)
+        cases.append(TemplateCase(manifest, payloads, Template(image, entry.prompt, entry.task.value), EditRequest(photo, seed=1)))
+    return cases
+
+
+def example_spec(path: Path = EXAMPLES) -> TemplateSpec:
+    return load_spec(path)

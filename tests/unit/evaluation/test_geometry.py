@@ -1,0 +1,39 @@
+"""Measured edit geometry and plan fidelity on a real built template."""
+
+from __future__ import annotations
+
+import pytest
+
+from sakura.evaluation import IDENTICAL_DB, TOKEN_RATIOS
+
+
+def test_geometry_matches_the_manifest_and_is_plausible(measured):
+    case, g, _ = measured
+    assert g.shards == len(case.manifest.shards) == len(g.gaps_s)
+    for level in case.manifest.levels:
+        assert g.sizes[level.name] == [s.levels[level.name].length for s in case.manifest.shards]
+    assert sum(g.sizes["compact"]) < sum(g.sizes["medium"]) < sum(g.sizes["full"])
+    assert set(g.cachegen_levels) <= set(g.sizes) and all(d > 0 for d in g.decode_s["full"])
+    assert g.compute_s > 0 and g.ondevice_s[1] > g.replay_s[1]
+    assert [g.ondevice_s[r] for r in TOKEN_RATIOS] == sorted(g.ondevice_s[r] for r in TOKEN_RATIOS)
+
+
+def test_scaling_to_a_device_and_to_more_template_tokens(measured):
+    _, g, _ = measured
+    slow = g.scaled(2.0)
+    assert slow.compute_s == pytest.approx(2 * g.compute_s) and slow.ondevice_s[4] == pytest.approx(2 * g.ondevice_s[4])
+    assert slow.sizes == g.sizes
+    wide = g.at_ratio(4)
+    assert sum(wide.sizes["compact"]) == 4 * sum(g.sizes["compact"]) and wide.template_tokens == 4 * g.template_tokens
+    assert wide.compute_s == pytest.approx(g.compute_s * g.replay_s[4] / g.replay_s[1])
+
+
+def test_fidelity_of_plans(measured):
+    _, g, fidelity = measured
+    n = g.shards
+    assert fidelity.psnr(("full",) * n) == IDENTICAL_DB and fidelity.psnr(()) == IDENTICAL_DB
+    compact, medium = fidelity.psnr(("compact",) * n), fidelity.psnr(("medium",) * n)
+    assert 20 < compact < medium < IDENTICAL_DB
+    mixed = fidelity.psnr(("compact",) + ("full",) * (n - 1))
+    assert compact < mixed
+    assert fidelity.psnr(("cachegen-low",) * n) < fidelity.psnr(("cachegen-fine",) * n)

@@ -1,0 +1,60 @@
+"""The end-to-end simulator: invariants on real traces, and the systems' behaviour at the extremes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sakura.evaluation import SYSTEMS, EditSimulator
+from sakura.platform.traces import BandwidthTrace, load_traces
+
+TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
+
+
+def steady(mbps: float) -> BandwidthTrace:
+    """A link of constant capacity (a test fixture, not a bandwidth experiment)."""
+    return BandwidthTrace(f"steady-{mbps}", "test", np.array([0.0]), np.array([mbps]), 600.0)
+
+
+@pytest.mark.skipif(not TRACES.exists(), reason="needs ../shared/traces")
+def test_no_system_beats_the_bound_and_sakura_stays_near_the_oracle(measured):
+    _, g, _ = measured
+    for family, traces in load_traces(TRACES).items():
+        trace = traces[0]
+        for start in (0.2 * trace.duration, 0.7 * trace.duration):
+            sim = EditSimulator(g, trace, start)
+            edits = {s: sim.run(s) for s in SYSTEMS}
+            bound = sim.bound()
+            for system, edit in edits.items():
+                if system != "on-device":
+                    assert edit.latency_s >= bound - 1e-9, (family, system)
+            assert edits["sakura"].latency_s <= edits["full-sequential"].latency_s + 1e-9
+            for edit in edits.values():
+                assert edit.stall_s >= 0 and all(s.consumed >= s.needed - 1e-12 for s in edit.shards)
+
+
+def test_fast_link_full_everywhere_and_latency_close_to_compute(measured):
+    _, g, _ = measured
+    sim = EditSimulator(g, steady(5000.0), 10.0, rtt_s=0.01)
+    edit = sim.run("sakura")
+    assert set(edit.levels) == {"full"}
+    assert edit.latency_s < sim.manifest_done() + g.compute_s + 0.05
+    assert sim.run("on-device").latency_s == g.ondevice_s[1] and sim.run("on-device").shards == []
+
+
+def test_slow_link_smallest_levels(measured):
+    _, g, _ = measured
+    sim = EditSimulator(g, steady(0.5), 10.0)
+    assert set(sim.run("sakura").levels) == {"compact"}
+    assert set(sim.run("cachegen").levels) == {g.cachegen_levels[0]}
+    assert set(sim.run("sakura-fixed-medium").levels) == {"medium"}
+    assert sim.run("full-sequential").latency_s > sim.run("sakura").latency_s * 5
+
+
+def test_a_cold_session_starts_small_and_unknown_systems_are_refused(measured):
+    _, g, _ = measured
+    assert EditSimulator(g, steady(1000.0), 1.0, cold=True).run("sakura").levels[0] == "compact"
+    with pytest.raises(ValueError):
+        EditSimulator(g, steady(1.0), 0.0).run("magic")
