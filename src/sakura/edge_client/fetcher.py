@@ -3,6 +3,7 @@ smaller level when the policy abandons a download that will clearly be late."""
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from typing import Callable
@@ -26,6 +27,27 @@ class _SwitchLevel(Abandon):
         self.level, self.received, self.measured, self.elapsed_s = level, received, measured, elapsed_s
 
 
+class _LinkMeter:
+    """Bytes received by all downloads of an edit over time: with several requests in flight a
+    single download sees only its share of the link, so throughput is measured in aggregate."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._times: list[float] = [0.0]
+        self._totals: list[int] = [0]
+
+    def add(self, nbytes: int) -> None:
+        if nbytes > 0:
+            with self._lock:
+                self._times.append(time.monotonic())
+                self._totals.append(self._totals[-1] + nbytes)
+
+    def delivered(self, t0: float, t1: float) -> int:
+        """Bytes received in ``(t0, t1]``."""
+        with self._lock:
+            return self._totals[bisect.bisect_right(self._times, t1) - 1] - self._totals[bisect.bisect_right(self._times, t0) - 1]
+
+
 class ShardFetcher:
     def __init__(
         self,
@@ -37,6 +59,9 @@ class ShardFetcher:
     ) -> None:
         self.transport, self.manifest, self.estimator, self.cache, self.clock = transport, manifest, estimator, cache, clock
         self.rank = {level.name: i for i, level in enumerate(manifest.levels)}
+        self.meter = _LinkMeter()
+        self._active = 0  # downloads in flight
+        self._lock = threading.Lock()
 
     def cached_levels(self, index: int) -> list[str]:
         if self.cache is None:
@@ -88,10 +113,12 @@ class ShardFetcher:
         if timing.requested_at is None:
             timing.requested_at = self.clock()
         first: list[float] = []  # time and size of the first chunk: the rate is measured after it
-        last_check = [0.0]
+        last_check, seen = [0.0], [0]
 
         def progress(received: int, _total: int) -> None:
             now = time.monotonic()
+            self.meter.add(received - seen[0])
+            seen[0] = received
             if not first:
                 first.extend((now, received))
                 return
@@ -105,20 +132,27 @@ class ShardFetcher:
                 if smaller is not None and smaller != level:
                     raise _SwitchLevel(smaller, received, received - int(first[1]), elapsed)
 
+        with self._lock:
+            self._active += 1
+            alone = self._active == 1  # nothing else queued on the link: the first byte times the round trip
         try:
             got = self.transport.download(self.path(index, level), sha256=location.sha256, length=location.length,
                                           progress=progress, cancel=cancel)
         finally:
             timer.cancel()
+            with self._lock:
+                self._active -= 1
         offset = self.clock() - time.monotonic()  # monotonic -> edit clock
         timing.first_byte_at = timing.first_byte_at or got.first_byte_at + offset
         timing.bytes += location.length
         timing.attempts += got.attempts
-        if got.attempts == 1:
+        if got.attempts == 1 and alone:
             self.estimator.observe_rtt(got.first_byte_at - got.requested_at)
-        # A small shard may come in one read: time it from the request, less one round trip.
-        busy = max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
-        self.estimator.observe(location.length, busy)
+        # A small shard may come in one read: time it from the request, less one round trip. The
+        # link carried other responses too meanwhile (requests in flight): count all its bytes.
+        start = got.arrived_at - max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
+        delivered = max(location.length, self.meter.delivered(start - 1e-6, got.arrived_at))
+        self.estimator.observe(delivered, got.arrived_at - start)
         if self.cache is not None:
             m = self.manifest
             self.cache.write(m.template_id, m.version, index, level, got.data, rank=self.rank)

@@ -1,8 +1,8 @@
 """The overlapped edit pipeline: fetch shard i+1, decode shard i, compute with shard i-1.
 
 Fetch and decode run in their own threads; the fetcher sends the next shard's request about a
-round trip before the current response ends (on a second connection), so the link does not
-idle for a round trip between shards; compute runs in the caller's thread, inside the
+round trip before the current response ends (on another kept-alive connection, at most
+``max_in_flight`` at once), so the link does not idle for a round trip between shards; compute runs in the caller's thread, inside the
 model's replay loop, which reads each shard from a :class:`StreamingKV` when the layer that
 needs it starts (blocking there is a *stall*). Queues are bounded: the fetcher is at most
 ``max_ahead`` encoded shards ahead of the decoder, and the decoder at most ``max_ahead``
@@ -12,6 +12,7 @@ The first error of any stage cancels the others and is raised to the caller.
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -54,10 +55,14 @@ class EditPipeline:
         cancel: threading.Event | None = None,
         device: Device | None = None,
         max_ahead: int = 2,
+        max_in_flight: int = 4,
     ) -> None:
         self.manifest, self.fetcher, self.policy = manifest, fetcher, policy
         self.estimator, self.compute_model, self.clock = estimator, compute_model, clock
         self.device = device or Device()
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
+        self.max_in_flight = max_in_flight
         self.model = manifest.model.name
         self.cancel = cancel or threading.Event()
         self._stop = threading.Event()
@@ -113,20 +118,24 @@ class EditPipeline:
 
     # -- fetch ---------------------------------------------------------------------------
     def _fetch_stage(self) -> None:
-        pending: tuple[Future, threading.Event] | None = None
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="sakura-download") as pool:
+        """Requests go out in order, each once the one before is within a round trip of done, with
+        at most ``max_in_flight`` outstanding (small shards on a long link need several in flight
+        to keep it busy); responses are handed to the decoder in order."""
+        in_flight: collections.deque[tuple[Future, threading.Event]] = collections.deque()
+        with ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="sakura-download") as pool:
             for index in range(len(self.manifest.shards)):
-                if pending is not None:
-                    self._wait(pending[1], pending[0])
+                if len(in_flight) >= self.max_in_flight:
+                    self._put(self._encoded, in_flight.popleft()[0].result())
+                if in_flight:
+                    self._wait(in_flight[-1][1], in_flight[-1][0])
+                while in_flight and in_flight[0][0].done():
+                    self._put(self._encoded, in_flight.popleft()[0].result())
                 if self._stopped():
                     break
                 near_done = threading.Event()
-                future = pool.submit(self._fetch_one, index, near_done)
-                if pending is not None:
-                    self._put(self._encoded, pending[0].result())
-                pending = (future, near_done)
-            if pending is not None and not self._stopped():
-                self._put(self._encoded, pending[0].result())
+                in_flight.append((pool.submit(self._fetch_one, index, near_done), near_done))
+            while in_flight and not self._stopped():
+                self._put(self._encoded, in_flight.popleft()[0].result())
 
     def _fetch_one(self, index: int, near_done: threading.Event) -> tuple[int, str, bytes]:
         try:

@@ -1,8 +1,7 @@
 """The timing model every level policy plans with (and the end-to-end simulator replays).
 
 Shards are fetched one after another over one link, each request sent a round trip before the
-previous response ends (so the link never idles between shards, as with HTTP request-ahead) but
-never more than two at a time;
+previous response ends (so the link never idles between shards, as with HTTP request-ahead);
 each is decoded when it has arrived and the decoder is free; the model consumes shard ``i`` when it is decoded and the compute stage has reached the
 layer that needs it; it then computes for ``compute[i]`` seconds before it needs shard ``i + 1``.
 Whenever a decoded shard is later than the compute stage, the compute stage stalls.
@@ -93,8 +92,7 @@ def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer
     if size:
         begin = max(state.fetch_free, state.next_request + ctx.rtt_s)
         arrival = begin + transfer(begin, size)
-        # At most two requests in flight: the one after this waits for the previous to finish.
-        next_request = max(next_request, state.fetch_free, arrival - ctx.rtt_s)
+        next_request = max(next_request, arrival - ctx.rtt_s)
     else:
         arrival = state.fetch_free
     decoded = max(arrival, state.decode_free) + ctx.decode_s.get(level, 0.0)

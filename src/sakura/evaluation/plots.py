@@ -10,7 +10,7 @@ from sakura.evaluation.simulator import SYSTEMS, EditSimulator, SimEdit
 
 LEVEL_COLOURS = {"compact": "#8ecae6", "medium": "#219ebc", "full": "#023047",
                  "cachegen-low": "#ffb703", "cachegen-coarse": "#fb8500", "cachegen-fine": "#c75000"}
-SYSTEM_STYLE = {"sakura": ("#d62828", "-"), "oracle": ("#000000", ":"), "cachegen": ("#fb8500", "-"),
+SYSTEM_STYLE = {"sakura": ("#d62828", "-"), "oracle": ("#000000", ":"), "cachegen": ("#fb8500", "-"), "cachegen-matched": ("#fb8500", "--"),
                 "on-device": ("#6a994e", "-"), "full-sequential": ("#7f7f7f", "-"),
                 "sakura-no-pipeline": ("#d62828", "--"), "sakura-fixed-medium": ("#219ebc", "--"), "bound": ("#9d4edd", ":")}
 

@@ -10,8 +10,9 @@ live pipeline builds. Compute and decode times come from an :class:`EditGeometry
 real model.
 
 Systems: ``sakura`` (robust MPC + overlapped pipeline, with abandonment), ``sakura-no-pipeline``,
-``sakura-fixed-medium``, ``full-sequential``, ``cachegen``, ``on-device``, ``oracle`` and the
-``bound``. The bounded stage queues of the live pipeline are not modelled (at six shards the
+``sakura-fixed-medium``, ``full-sequential``, ``cachegen`` (its whole ladder), ``cachegen-matched``
+(only CacheGen configurations whose output is at least as faithful as SAKURA's smallest level:
+the comparison at preserved quality), ``on-device``, ``oracle`` and the ``bound``. The bounded stage queues of the live pipeline are not modelled (at six shards the
 fetcher never waits on them).
 """
 
@@ -25,7 +26,9 @@ from sakura.evaluation.geometry import EditGeometry
 from sakura.platform.traces import BandwidthTrace
 
 ABANDON_CHECK_S, ABANDON_MIN_S = 0.02, 0.05
-SYSTEMS = ("sakura", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen", "on-device", "oracle")
+MAX_IN_FLIGHT = 4  # as the live pipeline
+SYSTEMS = ("sakura", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen", "cachegen-matched",
+           "on-device", "oracle")
 
 
 @dataclass
@@ -66,10 +69,11 @@ class EditSimulator:
     """One edit of ``geometry`` starting ``start`` seconds into ``trace``."""
 
     def __init__(self, geometry: EditGeometry, trace: BandwidthTrace, start: float, *, rtt_s: float = 0.04,
-                 cold: bool = False) -> None:
+                 cold: bool = False, cachegen_floor: str | None = None) -> None:
         """``cold``: a fresh session (no bandwidth samples, no compute calibration) instead of a
         phone that has used the link for the last seconds and has edited before."""
         self.g, self.trace, self.start, self.rtt, self.cold = geometry, trace, start, rtt_s, cold
+        self.cachegen_floor = cachegen_floor or geometry.cachegen_levels[0]
         self.n = geometry.shards
         self._utility = level_utility({lv: sum(geometry.sizes[lv]) for lv in geometry.levels})
         self._weights = normalised_weights(geometry.weights)
@@ -109,6 +113,9 @@ class EditSimulator:
             return self.sequential(FixedPolicy(self.g.levels[-1]), system)
         if system == "cachegen":
             return self.cachegen()
+        if system == "cachegen-matched":
+            ladder = self.g.cachegen_levels
+            return self.cachegen(ladder[ladder.index(self.cachegen_floor):], system)
         if system == "on-device":
             return SimEdit(system, self.g.ondevice_s[1], [])
         raise ValueError(f"unknown system {system!r}")
@@ -134,7 +141,7 @@ class EditSimulator:
             shard.consumed = max(shard.decoded, shard.needed)
             stall += shard.consumed - shard.needed
             shards.append(shard)
-            link_free, request = shard.arrived, self._next_request(shard, link_free)
+            link_free, request = shard.arrived, self._next_request(shards)
         return SimEdit(system, shards[-1].consumed + self.g.gaps_s[-1], shards, compute_start, stall)
 
     def sequential(self, policy: LevelPolicy, system: str) -> SimEdit:
@@ -146,10 +153,10 @@ class EditSimulator:
             ctx = self._context(i, request, est, [], t, request, link_free)
             shard = self._fetch(i, policy.choose(ctx), request, link_free, est, None, [], t)
             shards.append(shard)
-            link_free, request = shard.arrived, self._next_request(shard, link_free)
+            link_free, request = shard.arrived, self._next_request(shards)
         return self._decode_then_compute(system, shards, link_free)
 
-    def cachegen(self) -> SimEdit:
+    def cachegen(self, ladder: list[str] | None = None, system: str = "cachegen") -> SimEdit:
         """CacheGen adapted to DiT: per chunk (shard) the finest configuration whose transfer at the
         last measured throughput fits an equal share of the remaining deadline (the compute-only
         edit time, the budget SAKURA hides its download in); decode streams with the fetch; the
@@ -161,28 +168,30 @@ class EditSimulator:
         request = link_free = decode_free = t
         for i in range(self.n):
             share = max(0.0, deadline - max(request + self.rtt, link_free)) / (self.n - i)
-            fitting = [lv for lv in self.g.cachegen_levels if self.g.sizes[lv][i] / throughput <= share]
-            level = fitting[-1] if fitting else self.g.cachegen_levels[0]
+            ladder = ladder or self.g.cachegen_levels
+            fitting = [lv for lv in ladder if self.g.sizes[lv][i] / throughput <= share]
+            level = fitting[-1] if fitting else ladder[0]
             shard = self._fetch(i, level, request, link_free, None, None, [], t)
             shard.expected_rate = throughput
             throughput = shard.bytes / max(shard.arrived - shard.first_byte, 1e-6)
             shard.decode_start = max(shard.arrived, decode_free)
             shard.decoded = decode_free = shard.decode_start + self.g.decode_s[level][i]
             shards.append(shard)
-            link_free, request = shard.arrived, self._next_request(shard, link_free)
-        return self._compute_after(shards, "cachegen", decode_free)
+            link_free, request = shard.arrived, self._next_request(shards)
+        return self._compute_after(shards, system, decode_free)
 
     # -- mechanics -----------------------------------------------------------------------
-    def _next_request(self, shard: SimShard, previous_arrival: float) -> float:
-        """When the client sends the next request: a round trip before this response ends, as
+    def _next_request(self, shards: list[SimShard]) -> float:
+        """When the client sends the next request: a round trip before the last response ends, as
         predicted at request time from the bandwidth estimate (the live fetcher's timer), or at
-        the latest when the response is complete; never before the previous response ended (at
-        most two requests in flight)."""
+        the latest when that response is complete; never with more than ``MAX_IN_FLIGHT`` out."""
+        shard = shards[-1]
         rate = shard.expected_rate
         if rate is None:
             return shard.arrived
         ideal = shard.arrived - self.rtt
-        return max(previous_arrival, min(shard.arrived, max(ideal, shard.requested + shard.bytes_final / rate)))
+        window = shards[-MAX_IN_FLIGHT].arrived if len(shards) >= MAX_IN_FLIGHT else 0.0
+        return max(window, min(shard.arrived, max(ideal, shard.requested + shard.bytes_final / rate)))
 
     def _decode_then_compute(self, system: str, shards: list[SimShard], t: float) -> SimEdit:
         for shard in shards:

@@ -28,14 +28,15 @@ class TemplateCase:
     request: EditRequest
 
 
-def build_examples(store_uri: str, spec: TemplateSpec, model: str = "reference") -> None:
-    """Build and publish every template of ``spec`` that the library lacks (no Ray)."""
+def build_examples(store_uri: str, spec: TemplateSpec, model: str = "reference", steps: int | None = None) -> None:
+    """Build and publish every template of ``spec`` that the library lacks (no Ray), for ``steps``
+    denoising steps (default: the model's)."""
     from sakura.jobs.builder import BuildJob, BuildSettings, TemplateBuilder, content_hash
     from sakura.platform.codec import default_levels
     from sakura.platform.models.registry import default_steps
 
     library = TemplateLibrary(open_store(store_uri))
-    settings = BuildSettings(model=model, levels=tuple(default_levels().values()), steps=default_steps(model),
+    settings = BuildSettings(model=model, levels=tuple(default_levels().values()), steps=steps or default_steps(model),
                              store=store_uri)
     builder = TemplateBuilder(settings)
     for entry in spec.templates:
