@@ -19,6 +19,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--image", required=True, help="input image: a file, or skimage:NAME")
     p.add_argument("--out", required=True, help="where to write the edited image (PNG)")
     p.add_argument("--policy", default="mpc", help=f"level policy: {', '.join(policy_names())} or fixed-<level>")
+    p.add_argument("--min-level", help="adaptive policies: never fetch below this level (a quality floor)")
     p.add_argument("--trace", help="shape the link in process with this bandwidth trace file")
     p.add_argument("--trace-offset", type=float, default=0.0, help="start this many seconds into the trace")
     p.add_argument("--rtt-ms", type=float, default=40.0, help="round trip added by --trace (default 40)")
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _policy(args: argparse.Namespace, link: object | None) -> LevelPolicy:
+    if args.policy in ("mpc", "throughput"):
+        return make_policy(args.policy, min_level=args.min_level)
     if args.policy != "oracle":
         return make_policy(args.policy)
     if link is None:

@@ -7,6 +7,7 @@ the end-to-end simulator run the same code. Register new ones with :func:`regist
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Protocol
 
 from sakura.edge_client.errors import PolicyError
@@ -53,16 +54,26 @@ class FixedPolicy:
 
 
 class _Adaptive:
-    """Shared by the adaptive policies: the bandwidth to plan with, and mid-download abandonment."""
+    """Shared by the adaptive policies: the bandwidth to plan with, a quality floor
+    (``min_level``: never fetch below it, e.g. for faces), and mid-download abandonment."""
 
     name = "adaptive"
     #: Abandon only when the smaller level lands at least this much sooner.
     abandon_gain = 0.25
+    min_level: str | None = None
 
     def _rate(self, ctx: PlanContext) -> float:
         return ctx.estimate.bytes_per_s if ctx.estimate is not None else COLD_START_BYTES_PER_S
 
+    def _floored(self, ctx: PlanContext) -> PlanContext:
+        if self.min_level is None:
+            return ctx
+        if self.min_level not in ctx.levels:
+            raise PolicyError(f"policy {self.name}: the template has levels {list(ctx.levels)}, not {self.min_level!r}")
+        return replace(ctx, levels=ctx.levels[ctx.levels.index(self.min_level):])
+
     def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:
+        ctx = self._floored(ctx)
         rank = ctx.levels.index(level)
         if rank == 0 or rate <= 0:
             return None
@@ -82,10 +93,11 @@ class ThroughputPolicy(_Adaptive):
     """The classic rate rule: the largest level that arrives, at the estimated throughput times
     ``safety``, before the compute stage needs it; the smallest when none does."""
 
-    def __init__(self, safety: float = 0.9) -> None:
-        self.safety, self.name = safety, "throughput"
+    def __init__(self, safety: float = 0.9, min_level: str | None = None) -> None:
+        self.safety, self.name, self.min_level = safety, "throughput", min_level
 
     def choose(self, ctx: PlanContext) -> str:
+        ctx = self._floored(ctx)
         rate = self._rate(ctx) * self.safety
         budget = ctx.ready_at - ctx.now
         fitting = [lvl for lvl in ctx.levels if ctx.size(lvl) == 0 or ctx.rtt_s + ctx.size(lvl) / rate <= budget]
@@ -97,12 +109,13 @@ class RobustMPCPolicy(_Adaptive):
     importance-weighted quality with every shard decoded before its layer starts (stall is
     penalised per second), at the estimator's error-discounted bandwidth; apply the first."""
 
-    def __init__(self, horizon: int = 5, stall_penalty: float = DEFAULT_STALL_PENALTY) -> None:
+    def __init__(self, horizon: int = 5, stall_penalty: float = DEFAULT_STALL_PENALTY, min_level: str | None = None) -> None:
         if horizon < 1:
             raise PolicyError("horizon must be >= 1")
-        self.horizon, self.stall_penalty, self.name = horizon, stall_penalty, "mpc"
+        self.horizon, self.stall_penalty, self.name, self.min_level = horizon, stall_penalty, "mpc", min_level
 
     def choose(self, ctx: PlanContext) -> str:
+        ctx = self._floored(ctx)
         transfer = constant_rate(self._rate(ctx))
         last = min(ctx.index + self.horizon, len(ctx.shards))
 

@@ -72,6 +72,17 @@ def test_a_cached_level_is_free_so_it_is_taken():
     assert FixedPolicy("full").choose(ctx(1e6, cached={0: {"medium"}})) == "full"  # a worse one is not enough
 
 
+def test_a_quality_floor_is_never_crossed_even_when_late():
+    slow = ctx(100e3)
+    assert RobustMPCPolicy().choose(slow) == "compact"
+    assert RobustMPCPolicy(min_level="medium").choose(slow) == "medium"
+    assert ThroughputPolicy(min_level="medium").choose(slow) == "medium"
+    late = ctx(5e6, now=0.1, ready_at=0.15)
+    assert RobustMPCPolicy(min_level="medium").abandon(late, "full", received=20_000, rate=300_000) == "medium"
+    with pytest.raises(PolicyError):
+        RobustMPCPolicy(min_level="ultra").choose(slow)
+
+
 def test_throughput_rule():
     assert ThroughputPolicy().choose(ctx(50e6)) == "full"
     assert ThroughputPolicy().choose(ctx(2e6)) == "medium"
