@@ -74,8 +74,14 @@ class EditPipeline:
         levels = [lvl.name for lvl in manifest.levels]
         self._levels = tuple(levels)
         self._utility = level_utility({lvl.name: lvl.bytes for lvl in manifest.levels})
-        self._weights = normalised_weights([s.weight for s in manifest.shards])
-        self._cached = [set(fetcher.cached_levels(i)) for i in range(len(manifest.shards))]
+        weights = normalised_weights([s.weight for s in manifest.shards])
+        cached = [set(fetcher.cached_levels(i)) for i in range(len(manifest.shards))]
+        # What each shard costs at each level (cached levels are free): fixed for the whole edit.
+        self._options = tuple(
+            ShardOption({lvl: 0 if lvl in cached[i] else loc.length for lvl, loc in s.levels.items()}, weights[i])
+            for i, s in enumerate(manifest.shards))
+        n = len(manifest.shards)
+        self._mean_size = {lvl: sum(s.levels[lvl].length for s in manifest.shards) // n for lvl in self._levels}
 
     # -- running -------------------------------------------------------------------------
     def run(self, compute: Callable[["StreamingKV"], T]) -> T:
@@ -160,21 +166,17 @@ class EditPipeline:
 
     def context(self, index: int) -> PlanContext:
         """What the policy knows now about shard ``index`` and those after it."""
-        n = len(self.manifest.shards)
-        gaps = self.compute_model.gaps(self.model, n)
-        mean_size = {lvl: sum(s.levels[lvl].length for s in self.manifest.shards) / n for lvl in self._levels}
+        gaps = self.compute_model.gaps(self.model, len(self._options))
         return PlanContext(
             now=self.clock(),
             index=index,
             levels=self._levels,
-            shards=tuple(
-                ShardOption({lvl: 0 if lvl in self._cached[i] else loc.length for lvl, loc in s.levels.items()}, self._weights[i])
-                for i, s in enumerate(self.manifest.shards)),
+            shards=self._options,
             utility=self._utility,
             estimate=self.estimator.estimate(),
             rtt_s=self.estimator.rtt_s,
             compute=gaps,
-            decode_s={lvl: self.compute_model.decode_s(lvl, int(mean_size[lvl])) for lvl in self._levels},
+            decode_s={lvl: self.compute_model.decode_s(lvl, self._mean_size[lvl]) for lvl in self._levels},
             ready_at=self.kv.predicted_need(index, gaps, self.compute_model.startup(self.model)),
             decode_free_at=self.clock(),
         )

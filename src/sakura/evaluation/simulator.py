@@ -78,6 +78,8 @@ class EditSimulator:
         self._utility = level_utility({lv: sum(geometry.sizes[lv]) for lv in geometry.levels})
         self._weights = normalised_weights(geometry.weights)
         self._mean_decode = {lv: sum(geometry.decode_s[lv]) / self.n for lv in geometry.levels}
+        self._options = tuple(ShardOption({lv: geometry.sizes[lv][j] for lv in geometry.levels}, self._weights[j])
+                              for j in range(self.n))
 
     # -- the link ------------------------------------------------------------------------
     def transfer(self, at: float, nbytes: int) -> float:
@@ -259,6 +261,6 @@ class EditSimulator:
             ready = compute_start + startup + sum(gaps[:i])
         return PlanContext(
             now=now, index=i, levels=tuple(g.levels),
-            shards=tuple(ShardOption({lv: g.sizes[lv][j] for lv in g.levels}, self._weights[j]) for j in range(self.n)),
+            shards=self._options,
             utility=self._utility, estimate=est.estimate(), rtt_s=est.rtt_s, compute=tuple(gaps),
             decode_s=self._mean_decode, ready_at=ready, decode_free_at=decode_free, link_free_at=link_free)
