@@ -22,12 +22,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+from skimage.metrics import structural_similarity
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _baselines import CacheGenStyle, KiviInt4, Method, SakuraLevel, UniformInt8  # noqa: E402
 
+from sakura.evaluation import psnr_db  # noqa: E402
 from sakura.platform import importance as imp  # noqa: E402
 from sakura.platform.codec import default_levels  # noqa: E402
 from sakura.platform.images import fit_image, load_image  # noqa: E402
@@ -170,7 +171,7 @@ def evaluate(method: Method, adapter, schedule: Schedule, cases: list[Case], lay
             attn_err.append(_attn_rel_err(probe, case.kv, decoded))
             out = adapter.replay(approx, case.template.prompt, req, schedule)
             img, ref = adapter.latent_to_image(out), adapter.latent_to_image(exact)
-            psnr.append(_psnr(ref, img))
+            psnr.append(psnr_db(ref, img))
             ssim.append(float(structural_similarity(ref, img, channel_axis=2, data_range=1.0)))
             err = float((out - exact).norm())
             rel_db.append(math.inf if err == 0 else 20 * math.log10(float((wrong - exact).norm()) / err))
@@ -215,12 +216,6 @@ def _attn_rel_err(probe: dict, kv: TemplateKV, decoded: dict) -> float:
         approx = p.attend(*tensors(decoded[key], p.key))
         errs.append(float((approx - exact).norm() / exact.norm()))
     return float(np.mean(errs))
-
-
-def _psnr(ref: np.ndarray, img: np.ndarray) -> float:
-    if np.array_equal(ref, img):
-        return math.inf
-    return float(peak_signal_noise_ratio(ref, img, data_range=1.0))
 
 
 @contextlib.contextmanager

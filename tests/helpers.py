@@ -34,3 +34,16 @@ def make_library(uri: str, images: list[str], *, template_id: str = "tpl", model
     for image in images:
         publish(library, builder, uri, template_id, image)
     return library
+
+
+def exact_edit(model, template_image: str, photo: str, *, seed: int = 0, steps: int = 4):
+    """The edit of ``photo`` with the exact KV of a template built by :func:`publish` (task
+    try_on, prompt "p"), computed on the spot: no codec, no network."""
+    from sakura.platform.images import fit_image, load_image
+    from sakura.platform.models import EditRequest, Schedule, Template
+
+    res = model.resolution
+    template = Template(fit_image(load_image(template_image), res), "p", "try_on")
+    schedule = Schedule(steps=steps)
+    kv = model.capture(template, EditRequest(fit_image(load_image("skimage:camera"), res)), schedule).kv
+    return model.edit_image(kv, "p", EditRequest(fit_image(load_image(photo), res), seed=seed), schedule)

@@ -18,9 +18,7 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
-
-from sakura.platform.images import load_image, save_grid
+from sakura.platform.images import save_grid
 from sakura.platform.traces import BandwidthTrace, load_trace
 from sakura.platform.verify import verify_model
 
@@ -78,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespace) -> None:
     from sakura.edge_client import EdgeSession
     from sakura.edge_client.emulation import TraceLink
-    from sakura.evaluation import SYSTEMS, EditSimulator, measure_geometry
+    from sakura.evaluation import SYSTEMS, EditSimulator, measure_geometry, psnr_db
     from sakura.evaluation.plots import bandwidth, gantt, sim_edit_from_timeline
     from sakura.evaluation.workload import example_spec, load_cases
     from sakura.platform.models import load_model
@@ -97,7 +95,8 @@ def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespa
             live = session.edit(case.request.image, entry.id, policy="mpc", seed=case.request.seed)
         with EdgeSession(url, models=lambda _: adapter) as session:
             exact = session.edit(case.request.image, entry.id, policy="fixed-full", seed=case.request.seed)
-        psnr = _psnr(exact.image, live.image)
+        psnr = psnr_db(exact.image, live.image)
+        psnr = "identical" if math.isinf(psnr) else f"{psnr:.1f} dB"
         save_grid([[case.request.image, case.template.image, live.image, exact.image]], args.out / f"{entry.id}.png", scale=6)
         geometry, _ = measure_geometry(adapter, case.manifest, case.payloads, case.template, case.request, repeats=2)
         sim = EditSimulator(geometry, trace, offset, rtt_s=args.rtt_ms / 1000)
@@ -116,11 +115,6 @@ def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespa
         print(f"   {template:13s} {live_s:7.3f} " + " ".join(f"{simulated[s]:12.3f}" for s in systems) + f" {bound:12.3f}")
     print(f"   images: {args.out}/<template>.png (photo, template, SAKURA over the link, exact KV); "
           f"timelines: {args.out}/timeline-<template>.png, bandwidth-<template>.png")
-
-
-def _psnr(ref: np.ndarray, img: np.ndarray) -> str:
-    mse = float(np.mean((ref - img) ** 2))
-    return "identical" if mse == 0 else f"{10 * math.log10(1.0 / mse):.1f} dB"
 
 
 def _leftover_processes() -> list[str]:

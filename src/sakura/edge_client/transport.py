@@ -207,8 +207,7 @@ class HttpTransport:
     # -- connections ---------------------------------------------------------------------
     def _open(self, url: str, headers: dict[str, str]) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         parts = urlsplit(url)
-        origin = (parts.scheme, parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
-        conn = self._take(origin)
+        conn = self._take(_origin(url))
         target = parts.path + (f"?{parts.query}" if parts.query else "")
         self.link.on_request()
         try:
@@ -234,10 +233,8 @@ class HttpTransport:
         return cls(origin[1], origin[2], timeout=self.timeout_s)
 
     def _give_back(self, url: str, conn: http.client.HTTPConnection) -> None:
-        parts = urlsplit(url)
-        origin = (parts.scheme, parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
         with self._lock:
-            self._idle.setdefault(origin, []).append(conn)
+            self._idle.setdefault(_origin(url), []).append(conn)
 
     def _headers(self, extra: dict[str, str] | None) -> dict[str, str]:
         headers = {"User-Agent": USER_AGENT}
@@ -302,6 +299,12 @@ class _Response:
         self.resp.read()  # marks the response done so the connection can carry the next request
         self.complete = True
         return first
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port): the key of a connection pool."""
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def _redirect_target(url: str, resp: http.client.HTTPResponse) -> tuple[str, tuple[int, int]]:

@@ -3,7 +3,7 @@ fidelity of level plans and the trace-driven simulator (used by ``bench/e2e.py``
 Imports the edge client's policies so the simulator runs the real policy code; never ray."""
 
 from sakura.evaluation.cachegen import CACHEGEN_LEVELS, CacheGenStyle
-from sakura.evaluation.fidelity import IDENTICAL_DB, FidelityTable
+from sakura.evaluation.fidelity import IDENTICAL_DB, FidelityTable, psnr_db
 from sakura.evaluation.geometry import TOKEN_RATIOS, EditGeometry, measure_geometry
 from sakura.evaluation.profiles import PROFILES, DeviceProfile, device_profile
 from sakura.evaluation.simulator import SYSTEMS, EditSimulator, SimEdit, SimShard
@@ -23,4 +23,5 @@ __all__ = [
     "SimShard",
     "device_profile",
     "measure_geometry",
+    "psnr_db",
 ]

@@ -13,6 +13,12 @@ from sakura.platform.models import EditRequest, ModelAdapter, Schedule
 IDENTICAL_DB = 100.0  # reported for a bit-identical output
 
 
+def psnr_db(ref: np.ndarray, img: np.ndarray) -> float:
+    """PSNR of ``img`` against ``ref`` (values in [0, 1]); infinite when they are identical."""
+    mse = float(np.mean((np.asarray(ref, np.float64) - np.asarray(img, np.float64)) ** 2))
+    return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
+
+
 class FidelityTable:
     def __init__(self, adapter: ModelAdapter, decoded: dict[str, TemplateKV], exact_level: str, prompt: str,
                  request: EditRequest, schedule: Schedule) -> None:
@@ -30,6 +36,5 @@ class FidelityTable:
         if not plan:
             return IDENTICAL_DB  # nothing fetched: computed on the device, exactly
         if plan not in self._psnr:
-            mse = float(np.mean((self._image(plan) - self.exact) ** 2))
-            self._psnr[plan] = IDENTICAL_DB if mse == 0 else min(IDENTICAL_DB, 10 * math.log10(1.0 / mse))
+            self._psnr[plan] = min(IDENTICAL_DB, psnr_db(self.exact, self._image(plan)))
         return self._psnr[plan]

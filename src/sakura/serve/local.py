@@ -25,7 +25,6 @@ def main(argv: list[str] | None = None) -> int:
     from ray import serve
 
     from sakura.platform.store import open_store
-    from sakura.serve.app import build_app
 
     open_store(args.store).check_reachable()
     ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING")
@@ -33,12 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        serve.start(http_options={"host": args.host, "port": args.port})
-        overrides = {"store": args.store, "mode": args.mode, "cdn_base_url": args.cdn_base_url,
-                     "disk_cache_dir": args.disk_cache_dir}
-        serve.run(build_app({k: v for k, v in overrides.items() if v is not None}, num_replicas=args.replicas),
-                  name="sakura", route_prefix="/")
-        print(f"serving {args.store} on http://{args.host}:{args.port} ({args.mode} mode); Ctrl-C stops", flush=True)
+        url = run_app(args.store, host=args.host, port=args.port, num_replicas=args.replicas,
+                      mode=args.mode, cdn_base_url=args.cdn_base_url, disk_cache_dir=args.disk_cache_dir)
+        print(f"serving {args.store} on {url} ({args.mode} mode); Ctrl-C stops", flush=True)
         stop.wait()
     finally:
         serve.shutdown()
@@ -47,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_app(store: str, *, host: str = "127.0.0.1", port: int = 0, name: str = "sakura") -> str:
-    """Start Serve (on the connected Ray) serving ``store``; returns the base URL. ``port`` 0: a free one."""
+def run_app(store: str, *, host: str = "127.0.0.1", port: int = 0, name: str = "sakura", num_replicas: int = 1,
+            **config: object) -> str:
+    """Start Serve (on the connected Ray) serving ``store``; returns the base URL. ``port`` 0: a
+    free one; ``config``: further ServeConfig fields (None values are left at their defaults)."""
     import socket
 
     from ray import serve
@@ -60,7 +58,8 @@ def run_app(store: str, *, host: str = "127.0.0.1", port: int = 0, name: str = "
             s.bind((host, 0))
             port = s.getsockname()[1]
     serve.start(http_options={"host": host, "port": port})
-    serve.run(build_app({"store": store}), name=name, route_prefix="/")
+    overrides = {"store": store, **{k: v for k, v in config.items() if v is not None}}
+    serve.run(build_app(overrides, num_replicas=num_replicas), name=name, route_prefix="/")
     return f"http://{host}:{port}"
 
 

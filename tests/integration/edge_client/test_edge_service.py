@@ -12,10 +12,10 @@ import pytest
 
 from sakura.edge_client import EdgeSession
 from sakura.edge_client.emulation import KernelLink, kernel_link_support
-from sakura.platform.images import fit_image, load_image
-from sakura.platform.models import EditRequest, Schedule, Template, load_model
+from sakura.platform.images import load_image
+from sakura.platform.models import load_model
 from sakura.platform.traces import load_trace
-from tests.helpers import make_library
+from tests.helpers import exact_edit, make_library
 from tests.integration.conftest import free_port
 
 TRACE = Path(__file__).resolve().parents[4] / "shared" / "traces" / "lumos-4g" / "4g_trace_driving_50174_dr"
@@ -52,20 +52,13 @@ def service(ray_cluster, s3_server):
     serve.shutdown()
 
 
-def exact(model, seed=0) -> np.ndarray:
-    res = model.resolution
-    template = Template(fit_image(load_image(TEMPLATE_IMAGE), res), "p", "try_on")
-    kv = model.capture(template, EditRequest(fit_image(load_image("skimage:camera"), res)), Schedule(4)).kv
-    return model.edit_image(kv, "p", EditRequest(fit_image(load_image(PHOTO), res), seed=seed), Schedule(4))
-
-
 @pytest.mark.parametrize("prefix", ["", "/redirect"])
 def test_edit_through_serve_equals_the_exact_kv_output_at_full(service, model, prefix):
     base, _ = service
     with EdgeSession(base + prefix, models=lambda _: model) as session:
         result = session.edit(load_image(PHOTO), "portrait", policy="fixed-full", seed=1)
     assert result.levels == ["full"] * 6
-    np.testing.assert_array_equal(result.image, exact(model, seed=1))
+    np.testing.assert_array_equal(result.image, exact_edit(model, TEMPLATE_IMAGE, PHOTO, seed=1))
 
 
 @pytest.mark.skipif(not TRACE.exists(), reason="needs ../shared/traces")

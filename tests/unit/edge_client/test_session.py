@@ -12,23 +12,19 @@ import pytest
 
 from sakura.edge_client import EdgeSession, EditCancelled, ServerError
 from sakura.edge_client.emulation import TraceLink
+from sakura.evaluation import psnr_db
 from sakura.platform.errors import ModelError
-from sakura.platform.images import fit_image, load_image
+from sakura.platform.images import load_image
 from sakura.platform.layout import InvalidName
-from sakura.platform.models import EditRequest, Schedule, Template
 from sakura.platform.traces import BandwidthTrace
+from tests.helpers import exact_edit
 from tests.unit.edge_client.conftest import TEMPLATES
 
 PHOTO = "skimage:coffee"
 
 
 def exact_output(model, template_id: str, photo: str, seed: int = 0) -> np.ndarray:
-    """The edit with the exact template KV, computed on the spot (no codec, no network)."""
-    res = model.resolution
-    template = Template(fit_image(load_image(TEMPLATES[template_id]), res), "p", "try_on")
-    schedule = Schedule(steps=4)
-    kv = model.capture(template, EditRequest(fit_image(load_image("skimage:camera"), res)), schedule).kv
-    return model.edit_image(kv, "p", EditRequest(fit_image(load_image(photo), res), seed=seed), schedule)
+    return exact_edit(model, TEMPLATES[template_id], photo, seed=seed)
 
 
 def test_every_shard_at_full_reproduces_the_exact_kv_output(api, reference_model):
@@ -46,8 +42,7 @@ def test_compact_edit_differs_but_stays_close(api, reference_model):
         compact = session.edit(load_image(PHOTO), "portrait", policy="fixed-compact")
         full_payloads = sum(s.levels["full"].length for s in session.manifest("portrait").shards)
     exact = exact_output(reference_model, "portrait", PHOTO)
-    psnr = 10 * np.log10(1.0 / np.mean((compact.image - exact) ** 2))
-    assert not np.array_equal(compact.image, exact) and psnr > 25
+    assert not np.array_equal(compact.image, exact) and psnr_db(exact, compact.image) > 25
     assert compact.levels == ["compact"] * 6 and compact.bytes < 0.15 * full_payloads
 
 
