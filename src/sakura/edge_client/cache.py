@@ -30,13 +30,14 @@ class ShardCache:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._sizes: dict[Path, int] = {}
+        self._used = 0  # sum of _sizes, kept as files come and go
         self._scan()
 
     # -- reading -------------------------------------------------------------------------
     @property
     def used_bytes(self) -> int:
         with self._lock:
-            return sum(self._sizes.values())
+            return self._used
 
     def levels(self, template: str, version: int, index: int) -> list[str]:
         folder = self._version_dir(template, version)
@@ -82,7 +83,7 @@ class ShardCache:
             try:
                 data = path.read_bytes()
             except OSError:
-                self._sizes.pop(path, None)
+                self._forget(path)
                 return None
             if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
                 self._delete(path)  # bit rot or tampering: never used
@@ -96,19 +97,19 @@ class ShardCache:
             if path in self._sizes:
                 self._delete(path)
             self._evict_for(len(data), keep)
-            if sum(self._sizes.values()) + len(data) > self.budget:
+            if self._used + len(data) > self.budget:
                 return False
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}")
             tmp.write_bytes(data)
             os.replace(tmp, path)
-            self._sizes[path] = len(data)
+            self._remember(path, len(data))
             return True
 
     def _evict_for(self, nbytes: int, keep: str) -> None:
         """Evict whole templates, least recently used first, never ``keep`` (the one in use)."""
         for template in self._templates_by_age():
-            if sum(self._sizes.values()) + nbytes <= self.budget:
+            if self._used + nbytes <= self.budget:
                 return
             if template.name != keep:
                 for path in [p for p in self._sizes if template in p.parents]:
@@ -126,8 +127,16 @@ class ShardCache:
         return sorted(folders, key=last_used)
 
     def _delete(self, path: Path) -> None:
-        self._sizes.pop(path, None)
+        self._forget(path)
         path.unlink(missing_ok=True)
+
+    def _remember(self, path: Path, size: int) -> None:
+        self._forget(path)
+        self._sizes[path] = size
+        self._used += size
+
+    def _forget(self, path: Path) -> None:
+        self._used -= self._sizes.pop(path, 0)
 
     def _scan(self) -> None:
         for path in self.dir.glob("*/*/*"):
@@ -136,8 +145,8 @@ class ShardCache:
             if path.name.startswith(_TMP):
                 path.unlink(missing_ok=True)  # a write that crashed before its rename
             else:
-                self._sizes[path] = path.stat().st_size
-        while sum(self._sizes.values()) > self.budget and self._sizes:  # the budget shrank
+                self._remember(path, path.stat().st_size)
+        while self._used > self.budget and self._sizes:  # the budget shrank
             oldest = self._templates_by_age()[0]
             for path in [p for p in self._sizes if oldest in p.parents]:
                 self._delete(path)
