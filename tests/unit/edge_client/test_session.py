@@ -49,10 +49,10 @@ def test_compact_edit_differs_but_stays_close(api, reference_model):
 def test_second_edit_with_the_same_template_makes_no_shard_request(proxy, reference_model, tmp_path):
     with EdgeSession(proxy.url, cache_dir=tmp_path, models=lambda _: reference_model) as session:
         first = session.edit(load_image(PHOTO), "portrait", version=1, policy="fixed-full")
-        before = len(proxy.shard_requests())
+        before, total = len(proxy.shard_requests()), len(proxy.requests)
         second = session.edit(load_image("skimage:astronaut"), "portrait", version=1, policy="mpc")
     assert before == 6 and len(proxy.shard_requests()) == before
-    assert proxy.requests[-1].path.endswith("/shards/5/full")  # numeric manifests come from the cache too
+    assert len(proxy.requests) == total  # numeric manifests come from the cache too
     assert second.bytes == 0 and {s.source for s in second.timeline.shards} == {"cache"}
     assert second.levels == first.levels
 
@@ -86,8 +86,9 @@ def test_requests_carry_only_template_version_shard_and_level(proxy, reference_m
         for r in recorded:
             assert r.method == "GET" and r.body == b"" and allowed.match(r.path), r
             assert {k.lower() for k in r.headers} <= {"host", "user-agent", "accept-encoding", "range", "if-range"}, r.headers
-    strip = lambda rs: [(r.path, sorted(r.headers.items())) for r in rs]  # noqa: E731
-    assert strip(sequences[0]) == strip(sequences[1])  # identical for two different photos
+    # Identical for two different photos (sorted: requests in flight together may arrive in either order).
+    strip = lambda rs: sorted((r.path, sorted(r.headers.items())) for r in rs)  # noqa: E731
+    assert strip(sequences[0]) == strip(sequences[1])
 
 
 def test_unknown_template_and_bad_versions_are_typed_errors(api, reference_model):
