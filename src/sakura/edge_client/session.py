@@ -81,7 +81,7 @@ class EdgeSession:
     def manifest(self, template: str, version: int | str = "latest") -> Manifest:
         """The manifest of ``template`` at a version number or alias (numeric ones come from the cache)."""
         validate_template_id(template)
-        number = _version_number(version)
+        number = layout.version_ref(version)
         version = str(number) if number is not None else version
         if number is not None and self.cache is not None:
             cached = self.cache.read_manifest(template, number)
@@ -137,14 +137,3 @@ class EdgeSession:
         timeline.compute_end = clock()
         return EditResult(result, timeline, timeline.levels, timeline.network_bytes, clock(), template, manifest.version)
 
-
-def _version_number(version: int | str) -> int | None:
-    """The version as a number, None for an alias; malformed ones raise :class:`InvalidName`."""
-    if isinstance(version, int) and not isinstance(version, bool):
-        return layout.validate_version(version)
-    if isinstance(version, str) and version.isdigit():
-        return layout.validate_version(int(version))
-    if not isinstance(version, str):
-        raise layout.InvalidName(f"version must be a positive integer or an alias, got {version!r}")
-    layout.validate_alias(version)
-    return None

@@ -23,7 +23,7 @@ import numpy as np
 from sakura.platform.errors import SakuraError
 from sakura.platform.kv import ShardKey, TemplateKV
 
-_KEY = re.compile(r"^s(\d+|\*)_l(\d+)$")
+_KEY = re.compile(r"^s([0-9]{1,9}|\*)_l([0-9]{1,9})$", re.ASCII)
 
 
 class ImportanceError(SakuraError, ValueError):

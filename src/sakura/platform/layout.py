@@ -18,6 +18,9 @@ from sakura.platform.ids import validate_template_id
 
 ALIAS_PATTERN = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
 MAX_VERSION = 10**9
+#: ASCII digits only: ``str.isdigit()`` accepts "²" and "١", which ``int()`` then rejects or
+#: reads as another number (a non-canonical URL for the same version).
+_ASCII_NUMBER = re.compile(r"(?:0|[1-9][0-9]*)", re.ASCII)
 
 
 class InvalidName(SakuraError, ValueError):
@@ -28,6 +31,31 @@ def validate_version(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_VERSION:
         raise InvalidName(f"invalid version {value!r}: expected an integer in [1, {MAX_VERSION}]")
     return value
+
+
+def parse_number(text: object, *, max_digits: int = 10) -> int | None:
+    """``text`` as a non-negative integer if it is canonical ASCII decimal (no sign, no leading
+    zero, at most ``max_digits`` digits), else None. Use it wherever a number comes from a URL
+    or a file name."""
+    if not isinstance(text, str) or len(text) > max_digits or _ASCII_NUMBER.fullmatch(text) is None:
+        return None
+    return int(text)
+
+
+def version_ref(ref: object) -> int | None:
+    """A version reference from outside (URL, CLI, API): its number, or None for a valid alias.
+
+    Raises :class:`InvalidName` for anything else (a malformed number is not an alias either).
+    """
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        return validate_version(ref)
+    if isinstance(ref, str) and ref[:1].isdigit():
+        number = parse_number(ref)
+        if number is None:
+            raise InvalidName(f"invalid version {ref!r}: expected an integer in [1, {MAX_VERSION}]")
+        return validate_version(number)
+    validate_alias(ref)
+    return None
 
 
 def validate_alias(value: object) -> str:
@@ -78,5 +106,5 @@ def alias_key(template_id: str, alias: str) -> str:
 
 def parse_version_key(key: str) -> tuple[str, int, str] | None:
     """``(template_id, version, file name)`` for a key under some version, else None."""
-    m = re.fullmatch(r"templates/([^/]+)/versions/([1-9][0-9]{0,9})/([^/]+)", key)
+    m = re.fullmatch(r"templates/([^/]+)/versions/([1-9][0-9]{0,9})/([^/]+)", key, re.ASCII)
     return (m.group(1), int(m.group(2)), m.group(3)) if m else None

@@ -76,10 +76,11 @@ class TemplateLibrary:
 
     def resolve(self, template_id: str, ref: int | str) -> int:
         """A numeric version, a version string, or an alias -> the version number."""
-        if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-            return layout.validate_version(int(ref))
+        number = layout.version_ref(ref)
+        if number is not None:
+            return number
         try:
-            return AliasDoc.from_bytes(self.store.get(layout.alias_key(template_id, layout.validate_alias(ref)))).version
+            return AliasDoc.from_bytes(self.store.get(layout.alias_key(template_id, ref))).version
         except NotFound:
             raise LibraryError(f"template {template_id!r} has no alias {ref!r}") from None
 

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sakura.platform.errors import InvalidTemplateId, SakuraError
-from sakura.platform.layout import InvalidName, validate_level
+from sakura.platform.layout import InvalidName, parse_number, validate_level
 from sakura.platform.levelfile import ShardIntegrityError
 from sakura.platform.library import LibraryError
 from sakura.platform.manifest import ManifestError
@@ -152,9 +152,10 @@ def _redirect(reader: ShardReader, manifest, index: int, level: str, headers: di
 
 
 def _shard_index(text: str) -> int:
-    if not text.isdigit() or len(text) > 7 or int(text) > MAX_SHARD_INDEX:
+    index = parse_number(text, max_digits=7)
+    if index is None or index > MAX_SHARD_INDEX:
         raise ApiError(400, "invalid_shard", f"shard must be an integer in [0, {MAX_SHARD_INDEX}]")
-    return int(text)
+    return index
 
 
 def _etag_matches(request: Request, etag: str) -> bool:

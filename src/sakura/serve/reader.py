@@ -68,9 +68,9 @@ class ShardReader:
     def resolve(self, template_id: str, ref: str) -> tuple[int, bool]:
         """The version a reference names, and whether it was an alias."""
         validate_template_id(template_id)
-        if ref.isdigit():
-            return layout.validate_version(int(ref)), False
-        layout.validate_alias(ref)
+        number = layout.version_ref(ref)
+        if number is not None:
+            return number, False
         now = time.monotonic()
         with self._lock:
             cached = self._aliases.get((template_id, ref))

@@ -44,3 +44,26 @@ def test_kv_pair_rejects_mismatched_arrays():
         KVPair(np.zeros((2, 5, 4)), np.zeros((2, 4, 4)))
     with pytest.raises(ModelError):
         KVPair(np.zeros((2, 5, 4), np.float32), np.zeros((2, 5, 4), np.float16))
+
+
+@pytest.mark.parametrize("text,number", [("0", 0), ("7", 7), ("1000000", 1000000)])
+def test_numbers_from_urls_are_canonical_ascii_decimal(text, number):
+    from sakura.platform.layout import parse_number
+
+    assert parse_number(text) == number
+
+
+@pytest.mark.parametrize("text", ["", "01", "+1", "-1", " 1", "1 ", "1\n", "\u00b2", "\u0661", "\uff11", "1_0", "12345678901"])
+def test_anything_else_is_not_a_number(text):
+    from sakura.platform.layout import parse_number
+
+    assert parse_number(text) is None
+
+
+@pytest.mark.parametrize("ref", ["\u00b2", "\u0661", "01", "1a", "0", 0, True, "Latest", "-1"])
+def test_version_refs_are_ascii_numbers_or_aliases(ref):
+    from sakura.platform.layout import InvalidName, version_ref
+
+    with pytest.raises(InvalidName):
+        version_ref(ref)
+    assert version_ref("12") == 12 and version_ref(3) == 3 and version_ref("latest") is None
