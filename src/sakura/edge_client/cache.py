@@ -2,151 +2,331 @@
 
 Layout: ``<dir>/<template>/<version>/manifest.json`` and ``<dir>/<template>/<version>/<index>.<level>``;
 a template's last use is the mtime of ``<dir>/<template>/.used``. Only the best cached level of a
-shard is kept. Writes are atomic (temp file + rename), reads are checked against the manifest's
-sha256 (a bad file is deleted and reported as a miss), and partial templates are normal.
-One process owns a cache directory at a time.
+shard is kept. Every name is checked against the project's grammars and every path must resolve to
+itself inside the folder (no ``..``, no planted symlink), else :class:`CachePathError`.
+
+Writes are atomic and best effort: temp file, fsync, rename; an ``OSError`` (disk full,
+permissions) is logged and the write returns False. Reads are verified (a shard against the
+manifest's sha256, a manifest against the checksum stored with it); a bad or unreadable file is a
+miss, and a bad one is deleted.
+
+One folder, one cache: every :class:`ShardCache` opened on a folder in a process shares one state
+and one budget (the smallest any open handle asked for). Across processes an exclusive ``flock``
+on ``<dir>/.lock`` decides the owner; a second process runs without the cache (every read a miss,
+every write refused) and takes the folder over at a later write or touch once it is free. The
+cache is an optimisation, so it never fails or stalls an edit because another process has it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import threading
 import time
-import uuid
+import weakref
 from pathlib import Path
+from typing import Callable
 
+from sakura.edge_client import cache_files as files
+from sakura.edge_client.cache_files import MANIFEST, USED, log
+from sakura.edge_client.errors import CachePathError
+from sakura.platform import layout
 from sakura.platform.ids import validate_template_id
-
-_USED = ".used"
-_TMP = ".tmp-"
 
 
 class ShardCache:
+    """A handle on a cache folder; :meth:`close` (or garbage collection) lets go of it."""
+
     def __init__(self, directory: str | Path, budget_bytes: int) -> None:
-        if budget_bytes < 0:
+        if isinstance(budget_bytes, bool) or budget_bytes < 0:
             raise ValueError("the cache budget must be >= 0 bytes")
-        self.dir, self.budget = Path(directory), int(budget_bytes)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._sizes: dict[Path, int] = {}
-        self._used = 0  # sum of _sizes, kept as files come and go
-        self._scan()
+        root = Path(directory).expanduser()
+        root.mkdir(parents=True, exist_ok=True)
+        self.dir = root.resolve(strict=True)
+        self._folder, token = _attach(self.dir, int(budget_bytes))
+        self._close = weakref.finalize(self, _detach, self.dir, self._folder, token)
+
+    def close(self) -> None:
+        self._close()
 
     # -- reading -------------------------------------------------------------------------
     @property
     def used_bytes(self) -> int:
-        with self._lock:
-            return self._used
+        return self._folder.used_bytes
+
+    @property
+    def budget(self) -> int:
+        return self._folder.budget
+
+    @property
+    def owned(self) -> bool:
+        """False while another process holds the folder: the cache is then off for this one."""
+        return self._folder.owned
 
     def levels(self, template: str, version: int, index: int) -> list[str]:
-        folder = self._version_dir(template, version)
-        with self._lock:
-            return [p.name.split(".", 1)[1] for p in self._sizes if p.parent == folder and p.name.startswith(f"{index}.")]
+        return self._folder.levels(self._version_dir(template, version), files.check_index(index))
 
     def read(self, template: str, version: int, index: int, level: str, sha256: str) -> bytes | None:
-        return self._read(self._version_dir(template, version) / f"{index}.{level}", sha256)
+        path = self._path(template, version, files.shard_name(index, level))
+        return self._folder.read(path, lambda data: data if hashlib.sha256(data).hexdigest() == sha256 else None)
 
     def read_manifest(self, template: str, version: int) -> bytes | None:
-        return self._read(self._version_dir(template, version) / "manifest.json", None)
+        """The cached manifest if its stored checksum verifies; a bad one is deleted (refetch it)."""
+        return self._folder.read(self._path(template, version, MANIFEST), files.unframe)
 
     # -- writing -------------------------------------------------------------------------
     def write(self, template: str, version: int, index: int, level: str, data: bytes, *, rank: dict[str, int]) -> bool:
-        """Keep a shard (replacing worse cached levels of it); False when it cannot fit the budget."""
-        folder = self._version_dir(template, version)
-        with self._lock:
-            worse = [p for p in self._sizes if p.parent == folder and p.name.startswith(f"{index}.")
-                     and rank.get(p.name.split(".", 1)[1], -1) < rank[level]]
-            for path in worse:
-                self._delete(path)
-        return self._store(folder / f"{index}.{level}", data, keep=template)
+        """Keep a shard, then drop worse cached levels of it; False when it is not kept (it does
+        not fit, a better level is cached, or the disk failed)."""
+        path = self._path(template, version, files.shard_name(index, level))
+        return self._folder.write_shard(path, index, level, data, rank)
 
     def write_manifest(self, template: str, version: int, data: bytes) -> bool:
-        return self._store(self._version_dir(template, version) / "manifest.json", data, keep=template)
+        return self._folder.store(self._path(template, version, MANIFEST), files.frame(data), replaces=[])
 
     def touch(self, template: str) -> None:
-        folder = self.dir / validate_template_id(template)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / _USED).touch()
-        os.utime(folder / _USED, ns=(time.time_ns(), time.time_ns()))
+        """Mark ``template`` as just used (LRU order)."""
+        self._folder.touch(self._checked(self.dir / validate_template_id(template) / USED))
 
-    # -- internals -----------------------------------------------------------------------
+    # -- paths ---------------------------------------------------------------------------
     def _version_dir(self, template: str, version: int) -> Path:
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise ValueError(f"version must be a positive integer, got {version!r}")
-        return self.dir / validate_template_id(template) / str(version)
+        return self.dir / validate_template_id(template) / str(layout.validate_version(version))
 
-    def _read(self, path: Path, sha256: str | None) -> bytes | None:
-        with self._lock:
-            if path not in self._sizes:
+    def _path(self, template: str, version: int, name: str) -> Path:
+        return self._checked(self._version_dir(template, version) / name)
+
+    def _checked(self, path: Path) -> Path:
+        """``path`` if it resolves to itself inside the folder (no link anywhere on the way)."""
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            raise CachePathError(f"refusing cache path {path}: {exc}") from exc
+        if real != path or not real.is_relative_to(self.dir):
+            raise CachePathError(f"refusing cache path {path}: it resolves to {real} (a link, or outside the folder)")
+        return path
+
+
+class _Folder:
+    """The state of one cache folder in this process, shared by every handle on it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.lock = threading.Lock()
+        self.sizes: dict[Path, int] = {}
+        self.used = 0  # sum of sizes, kept as files come and go
+        self.budgets: dict[int, int] = {}  # per open handle
+        self.owned = self.closed = self.warned = False
+        self.lock_fd: int | None = None
+
+    @property
+    def used_bytes(self) -> int:
+        with self.lock:
+            return self.used
+
+    @property
+    def budget(self) -> int:
+        with self.lock:
+            return self._budget()
+
+    def levels(self, folder: Path, index: int) -> list[str]:
+        with self.lock:
+            return self._levels(folder, index)
+
+    def read(self, path: Path, verify: Callable[[bytes], bytes | None]) -> bytes | None:
+        with self.lock:
+            size = self.sizes.get(path)
+            if size is None:
                 return None
             try:
-                data = path.read_bytes()
-            except OSError:
-                self._forget(path)
-                return None
-            if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-                self._delete(path)  # bit rot or tampering: never used
-                return None
-            return data
-
-    def _store(self, path: Path, data: bytes, *, keep: str) -> bool:
-        with self._lock:
-            if len(data) > self.budget:
-                return False
-            if path in self._sizes:
+                data = files.read_at_most(path, size)
+            except OSError as exc:
+                log.warning("cached %s is unreadable, dropped: %s", self._name(path), exc)
                 self._delete(path)
-            self._evict_for(len(data), keep)
-            if self._used + len(data) > self.budget:
+                return None
+            good = verify(data) if len(data) == size else None
+            if good is None:
+                self._delete(path)  # bit rot, a torn write or tampering: never used
+            return good
+
+    def write_shard(self, path: Path, index: int, level: str, data: bytes, rank: dict[str, int]) -> bool:
+        with self.lock:
+            if not self._own():
                 return False
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-            self._remember(path, len(data))
+            cached = [other for other in self._levels(path.parent, index) if other != level]
+            if any(rank.get(other, -1) > rank.get(level, -1) for other in cached):
+                return False  # a better level is kept already
+            return self._store(path, data, [path.parent / f"{index}.{other}" for other in cached])
+
+    def store(self, path: Path, data: bytes, *, replaces: list[Path]) -> bool:
+        with self.lock:
+            return self._own() and self._store(path, data, replaces)
+
+    def touch(self, used: Path) -> None:
+        with self.lock:
+            if not self._own():
+                return
+            try:
+                used.parent.mkdir(exist_ok=True)
+                with open(used, "ab"):
+                    pass
+                os.utime(used, ns=(time.time_ns(), time.time_ns()))
+            except OSError as exc:
+                log.warning("could not mark %s as used: %s", self._name(used.parent), exc)
+
+    # -- handles and the cross-process lock ----------------------------------------------
+    def attach(self, token: int, budget: int) -> None:
+        with self.lock:
+            self.budgets[token] = budget
+            if not self._own():
+                return
+            self._evict_for(0, keep=None)  # a smaller budget applies at once
+
+    def detach(self, token: int) -> bool:
+        """Forget a handle; True when it was the last (the folder is then let go)."""
+        with self.lock:
+            self.budgets.pop(token, None)
+            if self.budgets:
+                return False
+            self.closed = True
+            self._disown()
             return True
 
-    def _evict_for(self, nbytes: int, keep: str) -> None:
-        """Evict whole templates, least recently used first, never ``keep`` (the one in use)."""
-        for template in self._templates_by_age():
-            if self._used + nbytes <= self.budget:
-                return
-            if template.name != keep:
-                for path in [p for p in self._sizes if template in p.parents]:
-                    self._delete(path)
+    def _own(self) -> bool:
+        """Own the folder for this process if no other process does (called under the lock)."""
+        if self.owned or self.closed:
+            return self.owned
+        try:
+            taken = files.lock_folder(self.root)
+        except OSError as exc:
+            return self._refuse(f"its lock file cannot be opened ({exc})")
+        if taken is None:
+            return self._refuse("another process is using it")
+        if self.warned:
+            log.info("cache folder %s is free again: caching resumes", self.root)
+        self.lock_fd, stale_after = taken
+        self.owned = True
+        self.sizes = files.scan(self.root, stale_after)
+        self.used = sum(self.sizes.values())
+        self._evict_for(0, keep=None)  # the budget may have shrunk since the folder was filled
+        return True
 
-    def _templates_by_age(self) -> list[Path]:
-        folders = {p.parent.parent for p in self._sizes}
+    def _refuse(self, why: str) -> bool:
+        if not self.warned:
+            log.warning("cache folder %s is off for this process: %s", self.root, why)
+            self.warned = True
+        return False
+
+    def _disown(self) -> None:
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)  # releases the flock
+        self.lock_fd, self.owned = None, False
+        self.sizes.clear()
+        self.used = 0
+
+    # -- internals -----------------------------------------------------------------------
+    def _budget(self) -> int:
+        return min(self.budgets.values(), default=0)
+
+    def _levels(self, folder: Path, index: int) -> list[str]:
+        prefix = f"{index}."
+        return [p.name[len(prefix):] for p in self.sizes if p.parent == folder and p.name.startswith(prefix)]
+
+    def _store(self, path: Path, data: bytes, replaces: list[Path]) -> bool:
+        """Write ``path``, then drop ``replaces`` (never before: a failed write keeps them)."""
+        freed = sum(self.sizes.get(p, 0) for p in {path, *replaces})
+        in_use = sum(size for p, size in self.sizes.items() if p.parent == path.parent)
+        if in_use - freed + len(data) > self._budget():
+            return False  # cannot fit even with everything else evicted: evict nothing
+        self._evict_for(len(data) - freed, keep=path.parent)
+        if self.used - freed + len(data) > self._budget():
+            return False  # something could not be evicted
+        try:
+            files.write_atomic(path, data, sync_dir=bool(replaces))
+        except OSError as exc:
+            log.warning("could not cache %s: %s", self._name(path), exc)
+            return False
+        self._remember(path, len(data))
+        for worse in replaces:
+            if worse != path:
+                self._delete(worse)
+        return True
+
+    def _evict_for(self, nbytes: int, keep: Path | None) -> None:
+        """Evict until ``nbytes`` more fit: the in-use template's other versions (oldest first),
+        then other templates least recently used first; never ``keep`` (the version in use)."""
+        for group in self._eviction_order(keep):
+            if self.used + nbytes <= self._budget():
+                return
+            for path in [p for p in self.sizes if group in p.parents and p.parent != keep]:
+                self._delete(path)
+
+    def _eviction_order(self, keep: Path | None) -> list[Path]:
+        templates = {p.parent.parent for p in self.sizes}
+        versions: list[Path] = []
+        if keep is not None:
+            templates.discard(keep.parent)
+            versions = sorted({p.parent for p in self.sizes if p.parent.parent == keep.parent} - {keep},
+                              key=lambda folder: int(folder.name))
 
         def last_used(folder: Path) -> float:
             try:
-                return (folder / _USED).stat().st_mtime
+                return (folder / USED).stat().st_mtime
             except OSError:
                 return 0.0
 
-        return sorted(folders, key=last_used)
+        return versions + sorted(templates, key=last_used)
 
     def _delete(self, path: Path) -> None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:  # still on disk, so still counted
+            log.warning("could not delete cached %s: %s", self._name(path), exc)
+            return
         self._forget(path)
-        path.unlink(missing_ok=True)
 
     def _remember(self, path: Path, size: int) -> None:
         self._forget(path)
-        self._sizes[path] = size
-        self._used += size
+        self.sizes[path] = size
+        self.used += size
 
     def _forget(self, path: Path) -> None:
-        self._used -= self._sizes.pop(path, 0)
+        self.used -= self.sizes.pop(path, 0)
 
-    def _scan(self) -> None:
-        for path in self.dir.glob("*/*/*"):
-            if not path.is_file():
-                continue
-            if path.name.startswith(_TMP):
-                path.unlink(missing_ok=True)  # a write that crashed before its rename
-            else:
-                self._remember(path, path.stat().st_size)
-        while self._used > self.budget and self._sizes:  # the budget shrank
-            oldest = self._templates_by_age()[0]
-            for path in [p for p in self._sizes if oldest in p.parents]:
-                self._delete(path)
+    def _name(self, path: Path) -> str:
+        return str(path.relative_to(self.root))
+
+
+# -- one state per folder per process --------------------------------------------------------
+_REGISTRY: dict[Path, _Folder] = {}
+_REGISTRY_LOCK = threading.Lock()
+_TOKENS = itertools.count()
+
+
+def _attach(root: Path, budget: int) -> tuple[_Folder, int]:
+    with _REGISTRY_LOCK:
+        folder = _REGISTRY.get(root)
+        if folder is None:
+            folder = _REGISTRY[root] = _Folder(root)
+        token = next(_TOKENS)
+        folder.attach(token, budget)
+        return folder, token
+
+
+def _detach(root: Path, folder: _Folder, token: int) -> None:
+    with _REGISTRY_LOCK:
+        if folder.detach(token) and _REGISTRY.get(root) is folder:
+            del _REGISTRY[root]
+
+
+def _after_fork_in_child() -> None:
+    """A forked child shares the parent's lock (one open file description): it must not use it."""
+    global _REGISTRY_LOCK
+    _REGISTRY_LOCK = threading.Lock()
+    for folder in _REGISTRY.values():
+        folder.lock = threading.Lock()
+        folder._disown()  # the child retries the lock like any other process
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

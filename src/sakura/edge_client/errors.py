@@ -31,6 +31,24 @@ class ShardCorrupt(EdgeError, ValueError):
     code = "shard_corrupt"
 
 
+class CachePathError(EdgeError, ValueError):
+    """A cache path would not resolve to itself inside the cache folder (a link planted in it)."""
+
+    code = "cache_path_refused"
+
+
+class RedirectError(EdgeError):
+    """A redirect the client refuses to follow (scheme, host, loop) or whose target misbehaved."""
+
+    code = "bad_redirect"
+
+
+class ConfigError(EdgeError, ValueError):
+    """The app configured the client wrongly (a server URL that is not http(s), a bad limit)."""
+
+    code = "invalid_config"
+
+
 class EditCancelled(EdgeError):
     code = "edit_cancelled"
 

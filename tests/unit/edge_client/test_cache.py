@@ -72,6 +72,7 @@ def test_reopening_counts_what_is_there_drops_crash_leftovers_and_honours_a_smal
         cache.write(template, 1, 0, "full", b"z" * 400, rank=RANK)
         time.sleep(0.01)
     (tmp_path / "a" / "1" / ".tmp-deadbeef").write_bytes(b"half a write")
+    cache.close()  # while it is open, a temp file may be a write in progress
     again = ShardCache(tmp_path, 500)
     assert again.used_bytes == 400 and again.levels("b", 1, 0) == ["full"]
     assert not (tmp_path / "a" / "1" / ".tmp-deadbeef").exists()
@@ -83,3 +84,50 @@ def test_malformed_names_are_refused(tmp_path):
         cache.write("../etc", 1, 0, "full", b"x", rank=RANK)
     with pytest.raises(ValueError):
         cache.read("tpl", 0, 0, "full", sha(b""))
+
+
+def test_a_new_version_fits_by_evicting_the_old_version_of_the_template_in_use_first(tmp_path):
+    cache = ShardCache(tmp_path, 1000)
+    cache.touch("other")
+    assert cache.write("other", 1, 0, "full", b"o" * 300, rank=RANK)
+    time.sleep(0.01)
+    cache.touch("tpl")
+    assert cache.write("tpl", 1, 0, "full", b"1" * 500, rank=RANK)
+    assert cache.write("tpl", 2, 0, "full", b"2" * 400, rank=RANK)  # v2 is in use: v1 goes, not "other"
+    assert cache.levels("tpl", 1, 0) == [] and cache.levels("tpl", 2, 0) == ["full"]
+    assert cache.levels("other", 1, 0) == ["full"] and cache.used_bytes == 700
+    assert cache.write("tpl", 2, 1, "full", b"3" * 500, rank=RANK)  # then other templates, LRU
+    assert cache.levels("other", 1, 0) == [] and cache.used_bytes == 900
+
+
+def test_the_version_in_use_is_never_evicted_for_itself(tmp_path):
+    cache = ShardCache(tmp_path, 1000)
+    assert cache.write("tpl", 2, 0, "full", b"a" * 600, rank=RANK)
+    assert not cache.write("tpl", 2, 1, "full", b"b" * 600, rank=RANK)
+    assert cache.levels("tpl", 2, 0) == ["full"] and cache.used_bytes == 600
+
+
+def test_an_upgrade_that_cannot_fit_keeps_the_old_level(tmp_path):
+    cache = ShardCache(tmp_path, 100)
+    assert cache.write("tpl", 1, 0, "compact", b"c" * 50, rank=RANK)
+    assert cache.write("tpl", 1, 1, "compact", b"c" * 40, rank=RANK)
+    assert not cache.write("tpl", 1, 0, "full", b"f" * 150, rank=RANK)  # larger than the budget
+    assert not cache.write("tpl", 1, 0, "full", b"f" * 70, rank=RANK)  # 40 + 70 > 100 even without the compact
+    assert cache.levels("tpl", 1, 0) == ["compact"] and cache.read("tpl", 1, 0, "compact", sha(b"c" * 50)) == b"c" * 50
+    assert cache.used_bytes == 90
+
+
+def test_an_upgrade_may_use_the_room_of_the_level_it_replaces(tmp_path):
+    cache = ShardCache(tmp_path, 100)
+    cache.write("tpl", 1, 0, "compact", b"c" * 50, rank=RANK)
+    cache.write("tpl", 1, 1, "compact", b"c" * 40, rank=RANK)
+    assert cache.write("tpl", 1, 0, "full", b"f" * 60, rank=RANK)
+    assert cache.levels("tpl", 1, 0) == ["full"] and cache.used_bytes == 100
+    assert sorted(p.name for p in (tmp_path / "tpl" / "1").iterdir()) == ["0.full", "1.compact"]
+
+
+def test_a_worse_level_is_not_kept_next_to_a_better_one(tmp_path):
+    cache = ShardCache(tmp_path, 1000)
+    cache.write("tpl", 1, 0, "full", b"f" * 50, rank=RANK)
+    assert not cache.write("tpl", 1, 0, "compact", b"c" * 10, rank=RANK)
+    assert cache.levels("tpl", 1, 0) == ["full"] and cache.used_bytes == 50

@@ -1,0 +1,154 @@
+"""The shard cache's files: the names it writes, the folder lock, the start-up scan, atomic
+writes and bounded reads. Standard library and :mod:`sakura.platform` only (the phone path)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from sakura.platform import layout
+from sakura.platform.ids import validate_template_id
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no cross-process guard
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("sakura.edge_client.cache")
+
+USED = ".used"
+MANIFEST = "manifest.json"
+_TMP = ".tmp-"
+_LOCK = ".lock"
+_INDEX_DIGITS = 7  # shard indexes, as the server's shard URLs bound them
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: Without a lock (no ``fcntl``, or a file system without locks) a temp file this old is a crashed write's.
+STALE_TMP_S = 3600.0
+
+
+def check_index(index: int) -> int:
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 10**_INDEX_DIGITS:
+        raise layout.InvalidName(f"invalid shard index {index!r}")
+    return index
+
+
+def shard_name(index: int, level: str) -> str:
+    return f"{check_index(index)}.{layout.validate_level(level)}"
+
+
+def lock_folder(root: Path) -> tuple[int | None, float] | None:
+    """Take ``root``'s exclusive lock for this process: ``(its fd, how old a temp file must be to
+    be a crash's)``, or None while another process holds it. Raises OSError if it cannot try."""
+    if fcntl is None:
+        return None, STALE_TMP_S
+    fd = os.open(root / _LOCK, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except OSError:  # a file system without locks: temp files may be another process's
+        return fd, STALE_TMP_S
+    return fd, 0.0  # nobody else writes here: every temp file is a crash's
+
+
+def scan(root: Path, stale_after: float) -> dict[Path, int]:
+    """The size of every cache file under ``root`` (regular files with names the cache writes;
+    never a link), removing temp files at least ``stale_after`` seconds old."""
+    sizes: dict[Path, int] = {}
+    now = time.time()
+    for template in _entries(root, _is_template_dir):
+        for version in _entries(Path(template.path), _is_version_dir):
+            for entry in _entries(Path(version.path), lambda e: e.is_file(follow_symlinks=False)):
+                try:
+                    stat = entry.stat(follow_symlinks=False)
+                    if entry.name.startswith(_TMP) and now - stat.st_mtime >= stale_after:
+                        os.unlink(entry.path)  # a write that crashed before its rename
+                    elif _is_cache_file(entry.name):
+                        sizes[Path(entry.path)] = stat.st_size
+                except OSError as exc:
+                    log.warning("cache scan skipped %s: %s", entry.path, exc)
+    return sizes
+
+
+def write_atomic(path: Path, data: bytes, *, sync_dir: bool) -> None:
+    """Temp file, fsync, rename; on OSError no temp file is left. ``sync_dir`` makes the rename
+    durable before the caller deletes the copy it replaces, so a power cut cannot leave neither."""
+    tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "xb") as f:  # O_EXCL: never through a planted link
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+    if sync_dir:
+        try:
+            fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:  # some file systems cannot sync a directory: best effort
+            pass
+
+
+def read_at_most(path: Path, size: int) -> bytes:
+    """Up to ``size + 1`` bytes of ``path`` (never through a link): more than ``size`` means tampering."""
+    with os.fdopen(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb") as f:
+        return f.read(size + 1)
+
+
+def frame(manifest: bytes) -> bytes:
+    """A manifest with its checksum, as cached: ``<sha256 hex>\\n<manifest>``."""
+    return hashlib.sha256(manifest).hexdigest().encode() + b"\n" + manifest
+
+
+def unframe(blob: bytes) -> bytes | None:
+    """The manifest in ``blob`` if its checksum verifies, else None."""
+    digest, newline, body = blob.partition(b"\n")
+    return body if newline and digest == hashlib.sha256(body).hexdigest().encode() else None
+
+
+def _is_cache_file(name: str) -> bool:
+    if name == MANIFEST:
+        return True
+    index, _, level = name.partition(".")
+    try:
+        layout.validate_level(level)
+    except layout.InvalidName:
+        return False
+    return layout.parse_number(index, max_digits=_INDEX_DIGITS) is not None
+
+
+def _is_template_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        validate_template_id(entry.name)
+    except ValueError:
+        return False
+    return entry.is_dir(follow_symlinks=False)
+
+
+def _is_version_dir(entry: os.DirEntry[str]) -> bool:
+    number = layout.parse_number(entry.name)
+    return number is not None and 1 <= number <= layout.MAX_VERSION and entry.is_dir(follow_symlinks=False)
+
+
+def _entries(folder: Path, keep: Callable[[os.DirEntry[str]], bool]) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as it:
+            return [entry for entry in it if keep(entry)]
+    except OSError as exc:
+        log.warning("cache scan skipped %s: %s", folder, exc)
+        return []
