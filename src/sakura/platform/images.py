@@ -3,11 +3,18 @@
 A reference ``skimage:NAME`` names one of scikit-image's bundled sample images (``astronaut``,
 ``brick``, ``coffee``...) and ``skimage:lfw_subset/I`` the I-th image of its LFW subset (0-99
 are faces), so examples and tests use real photos without any download.
+
+Image files are any format Pillow reads (the first frame of an animated one). Their size is
+checked from the header before anything is decoded (:func:`check_image`, the build's preflight,
+and :func:`load_image` again on the same open file), so an oversized image is refused without
+allocating its pixels.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -24,13 +31,20 @@ BUNDLED_SKIMAGE = frozenset({
 
 LFW_PREFIX = "lfw_subset/"
 LFW_COUNT = 200
+#: Largest image (width x height) loaded: 40 MP covers camera photos (a 36 MP full-frame camera
+#: shoots 7360x4912); it decodes to 120 MB of 8-bit RGB, and fitting it to the model peaks near 1 GB.
+MAX_IMAGE_PIXELS = 40_000_000
 
 
-def image_ref_exists(ref: str, base_dir: Path | None = None) -> bool:
+def check_image(ref: str, base_dir: Path | None = None, *, max_pixels: int = MAX_IMAGE_PIXELS) -> None:
+    """Raise :class:`ImageError` unless ``ref`` is a bundled image or a readable image file under
+    ``max_pixels``; reads the file's header only (cheap for big catalogues, nothing decoded)."""
     if ref.startswith(SKIMAGE_SCHEME):
-        name = ref[len(SKIMAGE_SCHEME):]
-        return name in BUNDLED_SKIMAGE or _lfw_index(name) is not None
-    return _resolve(ref, base_dir).is_file()
+        _skimage_name(ref)
+        return
+    path = _resolve(ref, base_dir)
+    with _open_file(path) as fh:
+        _check_header(fh, path, max_pixels)
 
 
 def image_bytes_identity(ref: str, base_dir: Path | None = None) -> bytes:
@@ -40,32 +54,33 @@ def image_bytes_identity(ref: str, base_dir: Path | None = None) -> bytes:
     return _resolve(ref, base_dir).read_bytes()
 
 
-def load_image(ref: str, base_dir: Path | None = None) -> np.ndarray:
-    """Load an image as an HxWx3 uint8 array."""
+def load_image(ref: str, base_dir: Path | None = None, *, max_pixels: int = MAX_IMAGE_PIXELS) -> np.ndarray:
+    """Load an image as an HxWx3 uint8 array; :class:`ImageError` (one line, naming the file) if
+    it is missing, unreadable, not an image, or over ``max_pixels`` (checked before decoding)."""
     if ref.startswith(SKIMAGE_SCHEME):
-        arr = _load_skimage(ref[len(SKIMAGE_SCHEME):])
-    else:
-        path = _resolve(ref, base_dir)
-        if not path.is_file():
-            raise ImageError(f"image file not found: {path}")
-        from skimage import io
+        return _as_rgb_uint8(np.asarray(_load_skimage(_skimage_name(ref))), ref)
+    path = _resolve(ref, base_dir)
+    with _open_file(path) as fh:
+        _check_header(fh, path, max_pixels)
+        fh.seek(0)  # decode the very bytes whose header was checked
+        import imageio.v3 as iio
 
         try:
-            arr = io.imread(path)
-        except Exception as exc:  # imageio raises many types for unreadable files
-            raise ImageError(f"cannot read image {path}: {exc}") from exc
-    return _as_rgb_uint8(np.asarray(arr), ref)
+            arr = iio.imread(fh, plugin="pillow", index=0)
+        except Exception as exc:  # a decoder fails in many ways on a damaged file
+            raise ImageError(f"{path}: cannot decode image: {_one_line(exc)}") from None
+    return _as_rgb_uint8(np.asarray(arr), str(path))
 
 
 def fit_image(image: np.ndarray, resolution: int) -> np.ndarray:
     """Centre-crop to a square and resize to ``resolution``; float32 in [0, 1]."""
     from skimage.transform import resize
 
-    arr = image.astype(np.float32) / 255.0 if image.dtype == np.uint8 else image.astype(np.float32)
-    h, w = arr.shape[:2]
+    h, w = image.shape[:2]
     side = min(h, w)
     top, left = (h - side) // 2, (w - side) // 2
-    arr = arr[top : top + side, left : left + side]
+    image = image[top : top + side, left : left + side]  # crop first: only the square becomes float
+    arr = image.astype(np.float32) / 255.0 if image.dtype == np.uint8 else image.astype(np.float32)
     out = resize(arr, (resolution, resolution), anti_aliasing=side > resolution, preserve_range=True)
     return np.clip(out, 0.0, 1.0).astype(np.float32)
 
@@ -99,17 +114,58 @@ def save_grid(rows: list[list[np.ndarray]], path: str | Path, scale: int = 4, pa
     save_image(canvas, path)
 
 
-def _load_skimage(name: str) -> np.ndarray:
-    index = _lfw_index(name)
-    if index is not None:
-        from skimage import data
+def _skimage_name(ref: str) -> str:
+    name = ref[len(SKIMAGE_SCHEME):]
+    if name not in BUNDLED_SKIMAGE and _lfw_index(name) is None:
+        raise ImageError(f"unknown bundled image {ref}; choose one of {sorted(BUNDLED_SKIMAGE)} "
+                         f"or {SKIMAGE_SCHEME}{LFW_PREFIX}0..{LFW_COUNT - 1}")
+    return name
 
-        return data.lfw_subset()[index]
-    if name not in BUNDLED_SKIMAGE:
-        raise ImageError(f"unknown bundled image {SKIMAGE_SCHEME}{name}; choose one of {sorted(BUNDLED_SKIMAGE)}")
+
+def _load_skimage(name: str) -> np.ndarray:
     from skimage import data
 
-    return getattr(data, name)()
+    index = _lfw_index(name)
+    return data.lfw_subset()[index] if index is not None else getattr(data, name)()
+
+
+def _open_file(path: Path) -> IO[bytes]:
+    if not path.is_file():  # a folder, a device or a FIFO is no image (and a FIFO would block)
+        raise ImageError(f"image file not found: {path}")
+    try:
+        return path.open("rb")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise ImageError(f"image file not found: {path}") from None
+    except OSError as exc:
+        raise ImageError(f"{path}: cannot read image file: {exc.strerror or exc}") from None
+
+
+def _check_header(fh: IO[bytes], path: Path, max_pixels: int) -> tuple[int, int]:
+    """Parse the header (Pillow opens lazily) and check the size before anything is decoded."""
+    from PIL import Image, UnidentifiedImageError
+
+    limit = f"the limit of {max_pixels / 1e6:g} MP"
+    with warnings.catch_warnings():  # Pillow's own, looser bomb check: ours below is stricter
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            image = Image.open(fh)
+        except UnidentifiedImageError:
+            raise ImageError(f"{path}: not an image in a format Pillow reads (PNG, JPEG, WebP...)") from None
+        except Image.DecompressionBombError:
+            raise ImageError(f"{path}: more than {2 * Image.MAX_IMAGE_PIXELS} pixels, over {limit}") from None
+        except Exception as exc:  # a damaged header fails in many ways
+            raise ImageError(f"{path}: not a readable image: {_one_line(exc)}") from None
+    width, height = image.size
+    if width * height > max_pixels:
+        raise ImageError(f"{path}: {width}x{height} pixels ({width * height / 1e6:.1f} MP) is over {limit}")
+    if width < 1 or height < 1:
+        raise ImageError(f"{path}: empty image ({width}x{height})")
+    return width, height
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:200]
 
 
 def _resolve(ref: str, base_dir: Path | None) -> Path:

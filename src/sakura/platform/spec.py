@@ -9,7 +9,8 @@ templates:
     resolution: 32              # optional; the model's own resolution when omitted
 ```
 
-Every error names the file, the template and the field.
+Every error names the file, the template and the field. Each image is checked from its header
+(readable, an image, at most :data:`~sakura.platform.images.MAX_IMAGE_PIXELS`), not decoded.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sakura.platform.errors import SpecError
+from sakura.platform.errors import ImageError, SpecError
 from sakura.platform.ids import validate_template_id
-from sakura.platform.images import image_ref_exists
+from sakura.platform.images import check_image
 
 MAX_SPEC_BYTES = 1 << 20
+#: Nesting levels a spec may use (it needs 3: file, templates list, entry); PyYAML composes
+#: recursively, so deeper documents would end in a RecursionError.
+MAX_SPEC_DEPTH = 16
 
 
 class Task(str, enum.Enum):
@@ -64,12 +68,33 @@ def load_spec(path: str | Path) -> TemplateSpec:
     try:
         if path.stat().st_size > MAX_SPEC_BYTES:
             raise SpecError(f"{path}: spec is larger than {MAX_SPEC_BYTES} bytes")
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_BoundedLoader)
     except FileNotFoundError:
         raise SpecError(f"{path}: spec file not found") from None
+    except _TooDeep:
+        raise SpecError(f"{path}: YAML nested deeper than {MAX_SPEC_DEPTH} levels") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise SpecError(f"{path}: not a readable YAML file: {exc}") from None
     return parse_spec(raw, source=str(path), base_dir=path.parent)
+
+
+class _TooDeep(yaml.YAMLError):
+    pass
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses documents nested deeper than :data:`MAX_SPEC_DEPTH`."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self._depth >= MAX_SPEC_DEPTH:
+            raise _TooDeep()
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def parse_spec(raw: Any, *, source: str, base_dir: Path) -> TemplateSpec:
@@ -81,8 +106,10 @@ def parse_spec(raw: Any, *, source: str, base_dir: Path) -> TemplateSpec:
         raise SpecError(_describe(exc, raw["templates"], source)) from None
     _check_unique_ids(spec, source)
     for entry in spec.templates:
-        if not image_ref_exists(entry.image, base_dir):
-            raise SpecError(f"{source}: template {entry.id!r}: field 'image': {entry.image!r} not found")
+        try:
+            check_image(entry.image, base_dir)
+        except ImageError as exc:
+            raise SpecError(f"{source}: template {entry.id!r}: field 'image': {exc}") from None
     return spec
 
 

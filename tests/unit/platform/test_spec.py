@@ -6,6 +6,7 @@ import pytest
 
 from sakura.platform.errors import SpecError
 from sakura.platform.spec import Task, load_spec
+from tests.unit.platform.test_images import decodes, write_huge_png  # noqa: F401 (decodes is a fixture)
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "templates.yaml"
 
@@ -65,3 +66,52 @@ def test_relative_image_paths_resolve_against_the_spec_folder(tmp_path):
     io.imsave(tmp_path / "imgs" / "brick.png", data.brick(), check_contrast=False)
     spec = load_spec(_write(tmp_path, "templates:\n  - id: local\n    task: custom\n    image: imgs/brick.png\n    prompt: p\n"))
     assert spec.templates[0].image == "imgs/brick.png" and spec.base_dir == tmp_path
+
+
+ENTRY = "  - id: deep\n    task: custom\n    image: skimage:brick\n    prompt: "
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "templates:\n" + ENTRY + "[" * 5000 + "]" * 5000 + "\n",  # flow sequences
+        "templates:\n" + ENTRY + "{a: " * 3000 + "1" + "}" * 3000 + "\n",  # flow mappings
+        "templates:\n" + ENTRY + "\n" + "".join("      " + " " * i + "k:\n" for i in range(700)),  # block
+        "x: " + "[" * 20000 + "]" * 20000 + "\ntemplates:\n" + GOOD,  # outside the templates
+    ],
+    ids=["flow-list", "flow-map", "block", "top-level"],
+)
+def test_deeply_nested_yaml_is_a_spec_error(tmp_path, body):
+    path = _write(tmp_path, body)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert str(path) in str(info.value) and "nested deeper than" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ("templates:\n" + ENTRY + "[" * 12 + "]" * 12 + "\n", "prompt"),  # nested, within the depth limit
+        ("templates:\n" + GOOD + "    resolution: {a: {b: {c: [1, 2]}}}\n", "resolution"),
+        ("loop: &x [*x]\ntemplates:\n" + GOOD, "loop"),  # a self-referencing value
+        ("templates:\n  - &x [*x]\n", "(entry)"),
+    ],
+)
+def test_nested_and_self_referencing_values_name_the_field(tmp_path, body, field):
+    path = _write(tmp_path, body)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert str(path) in str(info.value) and f"field '{field}'" in str(info.value)
+
+
+def test_images_are_checked_from_their_headers(tmp_path, decodes):
+    write_huge_png(tmp_path / "huge.png")
+    (tmp_path / "notes.png").write_text("not an image\n")
+    for name, words in (("huge.png", "12000x12000"), ("notes.png", "not an image")):
+        path = _write(tmp_path, f"templates:\n{GOOD}  - id: tpl-x\n    task: custom\n    image: {name}\n    prompt: p\n")
+        with pytest.raises(SpecError) as info:
+            load_spec(path)
+        message = str(info.value)
+        assert str(path) in message and "template 'tpl-x'" in message and "field 'image'" in message
+        assert str(tmp_path / name) in message and words in message
+    assert decodes == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
@@ -22,7 +23,12 @@ def _local(uri: str) -> ObjectStore:
     parsed = urlparse(uri)
     if parsed.netloc not in ("", "localhost"):
         raise StoreError(f"file:// URIs name a local path, not host {parsed.netloc!r}: {uri}")
-    return LocalStore(parsed.path)
+    if not parsed.path.strip():
+        raise StoreError(f"store URI {uri!r} names no directory; use file://./DIR or file:///abs/DIR")
+    root = Path(parsed.path).expanduser().resolve()
+    if root == Path(root.anchor):
+        raise StoreError(f"store URI {uri!r} is the filesystem root; name a directory for the library")
+    return LocalStore(root)
 
 
 def _s3(uri: str) -> ObjectStore:
@@ -36,12 +42,18 @@ register_scheme("s3", _s3)
 
 
 def open_store(uri: str, *, retry: RetryPolicy | None = RetryPolicy()) -> ObjectStore:
-    """The store a URI names; a relative ``file://./dir`` or a bare path is a local directory."""
+    """The store a URI names; a relative ``file://./dir`` or a bare path is a local directory.
+
+    A URI that names no directory (``file://``, an empty path) or the filesystem root is refused:
+    it is almost always an unset variable, and the library would land in the current directory or /.
+    """
+    if not uri.strip():
+        raise StoreError("empty store URI; use file://./DIR, file:///abs/DIR or s3://bucket/prefix")
     if "://" not in uri:
+        if uri.lower().startswith("file:"):
+            raise StoreError(f"store URI {uri!r} is not file://PATH; use file://./DIR or file:///abs/DIR")
         uri = "file://" + uri
     if uri.startswith("file://./") or uri.startswith("file://../"):
-        from pathlib import Path
-
         uri = Path(uri[len("file://"):]).resolve().as_uri()
     scheme = urlparse(uri).scheme
     factory = _SCHEMES.get(scheme)
