@@ -9,12 +9,13 @@ from sakura.platform.errors import (
     UnknownModel,
 )
 from sakura.platform.ids import TEMPLATE_ID_PATTERN, validate_template_id
-from sakura.platform.kv import KVPair, ShardKey, TemplateKV
+from sakura.platform.kv import KVGeometry, KVPair, ShardKey, TemplateKV
 
 __all__ = [
     "TEMPLATE_ID_PATTERN",
     "ImageError",
     "InvalidTemplateId",
+    "KVGeometry",
     "KVPair",
     "ModelError",
     "SakuraError",

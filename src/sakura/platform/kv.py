@@ -116,6 +116,23 @@ class TemplateKV:
         return sum(pair.k.size * 2 * 2 for pair in self.shards.values())
 
 
+@dataclass(frozen=True)
+class KVGeometry:
+    """What a model's template KV must look like for a schedule: the shards in the order replay
+    reads them, and each shard's K (= V) shape and dtype. Derived from the model itself, so a
+    client can check what a server sends before it allocates or decodes anything."""
+
+    keys: tuple[ShardKey, ...]
+    shape: tuple[int, int, int]  # (heads, template tokens, head_dim)
+    dtype: np.dtype
+
+    @property
+    def shard_nbytes(self) -> int:
+        """Bytes of one decoded shard (K and V)."""
+        heads, tokens, head_dim = self.shape
+        return 2 * heads * tokens * head_dim * self.dtype.itemsize
+
+
 class KVSource(Protocol):
     """What replay reads template KV from: a whole :class:`TemplateKV`, or a stream whose
     ``__getitem__`` blocks until that shard has arrived (the edge client's pipeline)."""

@@ -8,15 +8,23 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
+from sakura.platform.codec.levels import LEVEL_NAME_PATTERN
 from sakura.platform.errors import SakuraError
 from sakura.platform.ids import TEMPLATE_ID_PATTERN
 from sakura.platform.kv import ShardKey
+from sakura.platform.layout import MAX_VERSION
 
 SCHEMA_VERSION = 1
 MAX_MANIFEST_BYTES = 16 << 20
+#: Bounds on what a manifest may list (generous: FLUX.1 per-step at 50 steps has 2,850 shards).
+MAX_SHARDS = 1 << 16
+MAX_LEVELS = 16
+MAX_STEPS = 1000
+MAX_RESOLUTION = 8192
 _SHA256 = r"^[0-9a-f]{64}$"
+_TEXT = 4096  # longest free-text field (prompt, model reference)
 
 
 class ManifestError(SakuraError, ValueError):
@@ -40,12 +48,12 @@ class ShardLocation(_Strict):
 
 class ShardEntry(_Strict):
     index: int = Field(ge=0)
-    step: int | None = Field(default=None, ge=0)
-    layer: int = Field(ge=0)
-    shape: tuple[int, int, int]
+    step: int | None = Field(default=None, ge=0, lt=MAX_STEPS)
+    layer: int = Field(ge=0, lt=MAX_SHARDS)
+    shape: tuple[PositiveInt, PositiveInt, PositiveInt]
     #: Share of request attention this shard's template tokens receive (importance-weighted
     #: quality in the level policy); 1.0 when unknown.
-    weight: float = Field(default=1.0, ge=0.0)
+    weight: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
     levels: dict[str, ShardLocation]
 
     @property
@@ -54,18 +62,18 @@ class ShardEntry(_Strict):
 
 
 class LevelEntry(_Strict):
-    name: str
+    name: str = Field(pattern=LEVEL_NAME_PATTERN)
     #: Root URI of the tier holding this level's file; None: the library's own root (so a
     #: single-root library can be moved or copied whole).
-    store: str | None = None
-    key: str  # object key of the level file under that root
+    store: str | None = Field(default=None, max_length=_TEXT)
+    key: str = Field(max_length=1024)  # object key of the level file under that root
     bytes: int = Field(ge=0)
     spec: dict
 
 
 class ModelRef(_Strict):
-    name: str
-    family: str
+    name: str = Field(min_length=1, max_length=_TEXT)
+    family: str = Field(max_length=64)
     fingerprint: str = Field(pattern=_SHA256)
     layers: int = Field(gt=0)
     heads: int = Field(gt=0)
@@ -74,7 +82,7 @@ class ModelRef(_Strict):
 
 
 class ScheduleRef(_Strict):
-    steps: int = Field(gt=0)
+    steps: int = Field(gt=0, le=MAX_STEPS)
     strength: float = Field(gt=0.0, le=1.0)
 
 
@@ -87,19 +95,19 @@ class TokenLayout(_Strict):
 class Manifest(_Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     template_id: str = Field(pattern=TEMPLATE_ID_PATTERN)
-    version: int = Field(ge=1)
-    task: str
-    prompt: str
-    resolution: int = Field(gt=0)
+    version: int = Field(ge=1, le=MAX_VERSION)
+    task: str = Field(max_length=64)
+    prompt: str = Field(max_length=_TEXT)
+    resolution: int = Field(gt=0, le=MAX_RESOLUTION)
     content_hash: str = Field(pattern=_SHA256)
-    created_at: str
+    created_at: str = Field(max_length=64)
     model: ModelRef
     schedule: ScheduleRef
     tokens: TokenLayout
     kv_bytes_fp16: int = Field(ge=0)
-    importance_key: str | None = None
-    levels: list[LevelEntry]  # smallest first
-    shards: list[ShardEntry]  # in the order the model consumes them
+    importance_key: str | None = Field(default=None, max_length=1024)
+    levels: list[LevelEntry] = Field(min_length=1, max_length=MAX_LEVELS)  # smallest first
+    shards: list[ShardEntry] = Field(min_length=1, max_length=MAX_SHARDS)  # in the order the model consumes them
 
     def level(self, name: str) -> LevelEntry:
         for level in self.levels:
@@ -123,6 +131,8 @@ class Manifest(_Strict):
             raw = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ManifestError(f"manifest is not JSON: {exc}") from None
+        except RecursionError:
+            raise ManifestError("manifest JSON is nested too deeply") from None
         if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
             raise ManifestError(f"unsupported manifest schema_version {raw.get('schema_version') if isinstance(raw, dict) else None!r}")
         try:
@@ -131,6 +141,8 @@ class Manifest(_Strict):
             err = exc.errors()[0]
             raise ManifestError(f"invalid manifest: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
         names = [level.name for level in manifest.levels]
+        if len(set(names)) != len(names):
+            raise ManifestError("invalid manifest: a level is listed twice")
         if any(set(s.levels) != set(names) for s in manifest.shards):
             raise ManifestError("invalid manifest: a shard lacks a level")
         if [s.index for s in manifest.shards] != list(range(len(manifest.shards))):

@@ -1,6 +1,6 @@
 """The token-importance-aware KV codec shared by the cloud (encoder) and the phone (decoder)."""
 
-from sakura.platform.codec.format import FORMAT_VERSION, MAGIC, ShardHeader, peek_header
+from sakura.platform.codec.format import FORMAT_VERSION, MAGIC, ShardHeader, max_payload_bytes, peek_header
 from sakura.platform.codec.levels import (
     DEFAULT_LEVELS,
     LevelSpec,
@@ -20,6 +20,7 @@ __all__ = [
     "decode_shard",
     "default_levels",
     "encode_shard",
+    "max_payload_bytes",
     "parse_levels",
     "peek_header",
 ]

@@ -99,7 +99,44 @@ def write_payload(header: ShardHeader, sections: list[bytes], zstd_level: int) -
     return body + hashlib.sha256(body).digest()
 
 
-def read_payload(data: bytes) -> tuple[ShardHeader, list[bytes]]:
+@dataclass(frozen=True)
+class Expectation:
+    """What the caller knows a payload must be, checked on the header before anything is
+    decompressed: a checksummed 8 kB payload may otherwise declare half a gigabyte."""
+
+    shape: tuple[int, int, int] | None = None
+    dtype: np.dtype | None = None
+    max_output_bytes: int | None = None  # K and V together, as decoded
+
+    def check(self, header: ShardHeader) -> None:
+        if self.shape is not None and header.shape != tuple(self.shape):
+            raise CodecError(f"shard has shape {header.shape}, expected {tuple(self.shape)}")
+        if self.dtype is not None and header.dtype != np.dtype(self.dtype):
+            raise CodecError(f"shard has dtype {header.dtype}, expected {np.dtype(self.dtype)}")
+        output = 2 * header.elements * header.dtype.itemsize
+        if self.max_output_bytes is not None and output > self.max_output_bytes:
+            raise CodecError(f"shard decodes to {output} bytes, over the caller's budget of {self.max_output_bytes}")
+
+
+def max_payload_bytes(shape: tuple[int, int, int], dtype: np.dtype, level_name_bytes: int = MAX_NAME) -> int:
+    """The largest valid payload of a shard of this shape and dtype, at any level: every section
+    at its exact raw size, plus zstd's worst-case expansion, plus the header. A client bounds a
+    download by this, never by a length the server sends."""
+    largest = 0
+    for kind, n_classes in ((KIND_LOSSLESS, 0), (KIND_QUANTIZED, MAX_CLASSES)):
+        header = ShardHeader(np.dtype(dtype), kind, False, *shape, 1.0, "x", (1.0,) * n_classes)
+        sections = sum(SECTION.size + _zstd_bound(size) for _, size in header.section_sizes())
+        fixed = HEADER.size + level_name_bytes + 4 * n_classes + 1 + CHECKSUM_BYTES
+        largest = max(largest, fixed + sections)
+    return largest
+
+
+def _zstd_bound(size: int) -> int:
+    """ZSTD_COMPRESSBOUND from zstd.h, plus the frame header (at most 18 bytes)."""
+    return size + (size >> 8) + (((128 << 10) - size) >> 11 if size < (128 << 10) else 0) + 18
+
+
+def read_payload(data: bytes, expect: Expectation | None = None) -> tuple[ShardHeader, list[bytes]]:
     """Validate a payload and return its header and decompressed sections."""
     view = memoryview(data)
     if len(view) < HEADER.size + 1 + CHECKSUM_BYTES:
@@ -108,6 +145,8 @@ def read_payload(data: bytes) -> tuple[ShardHeader, list[bytes]]:
     if hashlib.sha256(body).digest() != bytes(view[-CHECKSUM_BYTES:]):
         raise CodecError("shard checksum mismatch: the payload is corrupt or truncated")
     header, offset = _read_header(body)
+    if expect is not None:
+        expect.check(header)
     sections = _read_sections(body, offset, header)
     return header, sections
 

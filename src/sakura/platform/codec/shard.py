@@ -7,6 +7,7 @@ import numpy as np
 from sakura.platform.codec import quant
 from sakura.platform.codec.format import (
     DTYPE_CODES,
+    Expectation,
     KIND_LOSSLESS,
     KIND_QUANTIZED,
     ShardHeader,
@@ -57,12 +58,20 @@ def encode_shard(pair: KVPair, level: LevelSpec, importance: np.ndarray | None =
     return write_payload(header, sections, level.zstd_level)
 
 
-def decode_shard(data: bytes, *, expected_shape: tuple[int, int, int] | None = None) -> KVPair:
-    """Decode a payload. Any malformed, truncated or hostile input raises :class:`CodecError`."""
+def decode_shard(
+    data: bytes,
+    *,
+    expected_shape: tuple[int, int, int] | None = None,
+    expected_dtype: np.dtype | None = None,
+    max_output_bytes: int | None = None,
+) -> KVPair:
+    """Decode a payload. Any malformed, truncated or hostile input raises :class:`CodecError`.
+
+    The expectations are checked on the header, before any section is decompressed: a caller
+    that knows its model passes them all, so a payload can never make it allocate more.
+    """
     try:
-        header, sections = read_payload(data)
-        if expected_shape is not None and header.shape != tuple(expected_shape):
-            raise CodecError(f"shard has shape {header.shape}, expected {tuple(expected_shape)}")
+        header, sections = read_payload(data, Expectation(expected_shape, expected_dtype, max_output_bytes))
         if header.kind == KIND_LOSSLESS:
             k, v = (np.frombuffer(s, dtype=header.dtype.newbyteorder("<")).reshape(header.shape) for s in sections)
             pair = KVPair(k.astype(header.dtype), v.astype(header.dtype))

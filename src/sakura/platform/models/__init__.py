@@ -10,7 +10,7 @@ from sakura.platform.models.base import (
     Template,
     model_fingerprint,
 )
-from sakura.platform.models.registry import NamedModel, load_model, named_models, register_model
+from sakura.platform.models.registry import NamedModel, load_model, load_named_model, named_models, register_model
 
 __all__ = [
     "AttentionProbe",
@@ -22,6 +22,7 @@ __all__ = [
     "Schedule",
     "Template",
     "load_model",
+    "load_named_model",
     "model_fingerprint",
     "named_models",
     "register_model",

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from sakura.platform.errors import ImageError, ModelError
-from sakura.platform.kv import KVPair, KVSource, ShardKey, TemplateKV
+from sakura.platform.kv import KVGeometry, KVPair, KVSource, ShardKey, TemplateKV
 from sakura.platform.models._attention import AttentionProbe, Mode, RunState, new_state_var
 
 
@@ -179,6 +179,15 @@ class ModelAdapter(abc.ABC):
         state = RunState(mode=Mode.REPLAY, template_tokens=kv.template_tokens, replay_kv=kv, probe=probe)
         return self._denoise(request, schedule, prompt, state, None)
 
+    def kv_geometry(self, steps: int) -> KVGeometry:
+        """The template KV this model replays with ``steps`` steps: shard keys in the order replay
+        reads them (steps, then layers), one (heads, image tokens, head_dim) shape, the model's dtype."""
+        info = self.info()
+        step_ids: list[int | None] = list(range(steps)) if self.step_dependent else [None]
+        keys = tuple(ShardKey(s, layer) for s in step_ids for layer in range(info.layers))
+        dtype = np.dtype(str(next(self.model.parameters()).dtype).removeprefix("torch."))
+        return KVGeometry(keys, (info.heads, info.image_tokens, info.head_dim), dtype)
+
     def edit_image(self, kv: TemplateKV, prompt: str, request: EditRequest, schedule: Schedule) -> np.ndarray:
         return self.latent_to_image(self.replay(kv, prompt, request, schedule))
 
@@ -219,9 +228,8 @@ class ModelAdapter(abc.ABC):
             raise ModelError(
                 f"template KV was built for model {kv.model_fingerprint[:12]}, not {self.name} ({self.fingerprint[:12]})"
             )
-        steps = range(schedule.steps) if self.step_dependent else [None]
         available = set(kv.keys)
-        missing = [ShardKey(s, layer) for s in steps for layer in range(self.info().layers) if ShardKey(s, layer) not in available]
+        missing = [key for key in self.kv_geometry(schedule.steps).keys if key not in available]
         if missing:
             raise ModelError(f"template KV lacks {len(missing)} shard(s) needed for {schedule.steps} steps, e.g. {missing[0]}")
 

@@ -82,6 +82,13 @@ def default_steps(name: str) -> int:
     return _NAMED[name].default_steps if name in _NAMED else 4
 
 
+def load_named_model(name: str, *, dtype: torch.dtype = torch.float32) -> ModelAdapter:
+    """A named model only, never a path: what a client may load for a name a server sent."""
+    if name != "reference" and name not in _NAMED:
+        raise UnknownModel(f"no model named {name!r} on this device (named models: {', '.join(sorted(_NAMED))}, reference)")
+    return load_model(name, dtype=dtype)
+
+
 def load_model(name_or_path: str, *, dtype: torch.dtype = torch.float32) -> ModelAdapter:
     """A ready adapter for a named config, the trained ``reference`` model, or a checkpoint directory."""
     if name_or_path == "reference":

@@ -122,3 +122,27 @@ def _random_inputs(adapter: ModelAdapter) -> dict[str, torch.Tensor]:
         pooled_projections=pooled,
         timestep=torch.tensor([500.0]),
     )
+
+
+def test_kv_geometry_is_what_capture_records_and_the_order_replay_reads(adapter, schedule, setup):
+    """The client checks a server's manifest against ``kv_geometry``: it must be exactly the
+    shards capture writes, in the order replay consumes them (a different order would stall the
+    bounded pipeline), with capture's shape and dtype."""
+    template, calibration, other = setup
+    captured = adapter.capture(template, calibration, schedule)
+    geometry = adapter.kv_geometry(schedule.steps)
+    assert list(geometry.keys) == captured.kv.keys
+    pair = captured.kv[geometry.keys[0]]
+    assert geometry.shape == pair.k.shape and geometry.dtype == pair.k.dtype
+    assert geometry.shard_nbytes == pair.nbytes
+    read: list[ShardKey] = []
+
+    class Recording:
+        model_fingerprint, keys, template_tokens = captured.kv.model_fingerprint, captured.kv.keys, captured.kv.template_tokens
+
+        def __getitem__(self, key: ShardKey):
+            read.append(key)
+            return captured.kv[key]
+
+    adapter.replay(Recording(), template.prompt, other, schedule)
+    assert tuple(read) == geometry.keys
