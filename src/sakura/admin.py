@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 
-from sakura.platform.library import TemplateLibrary
+from sakura.platform.library import RETIRE_GRACE_S, TemplateLibrary
 from sakura.platform.store import open_store
 
 DEFAULT_STORE = os.environ.get("SAKURA_STORE", "file://./sakura-data")
@@ -23,13 +23,24 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     alias_set.add_argument("template")
     alias_set.add_argument("alias")
     alias_set.add_argument("version", type=int)
-    gc = commands.add_parser("gc", help="delete old unreferenced versions")
+    alias_set.add_argument("--force", action="store_true",
+                           help="overwrite an alias document that cannot be read (still compare-and-swap; logged)")
+    gc = commands.add_parser("gc", help="delete old unreferenced versions and orphaned builds")
     gc.add_argument("--keep", type=int, required=True, help="newest versions to keep per template")
+    gc.add_argument("--grace", type=_seconds, default=RETIRE_GRACE_S, metavar="SECONDS",
+                    help=f"keep a version this long after it stops being aliased (default {RETIRE_GRACE_S:.0f})")
     gc.add_argument("--template", help="only this template")
     for parser, run in ((ls, catalog_ls), (show, catalog_show), (alias_set, set_alias), (gc, collect)):
         parser.add_argument("--store", default=DEFAULT_STORE, help=f"library root (default {DEFAULT_STORE})")
         parser.add_argument("--json", action="store_true")
         parser.set_defaults(run=run)
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
 
 
 def _library(args: argparse.Namespace) -> TemplateLibrary:
@@ -68,19 +79,23 @@ def catalog_show(args: argparse.Namespace) -> int:
 
 
 def set_alias(args: argparse.Namespace) -> int:
-    _library(args).set_alias(args.template, args.alias, args.version)
+    _library(args).set_alias(args.template, args.alias, args.version, force=args.force)
     print(json.dumps({"template": args.template, "alias": args.alias, "version": args.version}) if args.json
           else f"{args.template}: {args.alias} -> {args.version}")
     return 0
 
 
 def collect(args: argparse.Namespace) -> int:
+    """gc every template (versions past their grace period), then its orphaned claims' files."""
     library = _library(args)
-    templates = [args.template] if args.template else library.templates()
-    deleted = {t: library.gc(t, args.keep) for t in templates}
+    templates = [args.template] if args.template else library.templates(unpublished=True)
+    deleted, orphans = {}, {}
+    for t in templates:
+        deleted[t] = library.gc(t, args.keep, grace_s=args.grace)
+        orphans[t] = library.clean_orphans(t)
     if args.json:
         print(json.dumps(deleted))
     else:
         for t, versions in deleted.items():
-            print(f"{t}: deleted {versions or 'nothing'}")
+            print(f"{t}: deleted {versions or 'nothing'}" + (f"; orphaned builds removed {orphans[t]}" if orphans[t] else ""))
     return 0

@@ -12,6 +12,7 @@ publishes each version with a create-only manifest. Idempotent, and safe to kill
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -22,7 +23,7 @@ from sakura.jobs.builder import BuildJob, BuildOutcome, BuildSettings, TemplateB
 from sakura.jobs.progress import Progress
 from sakura.platform.codec import default_levels
 from sakura.platform.errors import SakuraError
-from sakura.platform.library import TemplateLibrary
+from sakura.platform.library import CLAIM_RENEW_S, TemplateLibrary
 from sakura.platform.models import load_model
 from sakura.platform.models.registry import default_steps
 from sakura.platform.spec import TemplateSpec, load_spec
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, jobs = plan(spec, settings, library, fingerprint)
     progress = Progress([e.id for e in spec.templates])
     for row in rows:
-        progress.update(row.template_id, f"unchanged (v{row.version})", done=True)
+        progress.update(row.template_id, f"{row.status} (v{row.version})", done=True)
     if jobs:
         rows += run_jobs(args, settings, library, jobs, progress)
     progress.close()
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def preflight(args: argparse.Namespace) -> tuple[TemplateSpec, BuildSettings, TemplateLibrary, str]:
-    """Validate spec, model and stores; nothing is written if any of them is wrong."""
+    """Validate spec (every image's header too), model and stores; nothing is written if any is wrong."""
     spec = load_spec(args.spec)
     adapter = load_model(args.model)
     for entry in spec.templates:
@@ -101,16 +102,35 @@ def preflight(args: argparse.Namespace) -> tuple[TemplateSpec, BuildSettings, Te
 
 
 def plan(spec: TemplateSpec, settings: BuildSettings, library: TemplateLibrary, fingerprint: str) -> tuple[list[Row], list[BuildJob]]:
+    """Skip templates already published (completing a publish that a crash cut short), claim a
+    version for each of the others."""
     rows, jobs = [], []
     for entry in spec.templates:
         digest = content_hash(entry, spec.base_dir, fingerprint, settings)
         existing = library.find_by_hash(entry.id, digest)
         if existing is not None:
-            rows.append(Row(entry.id, "unchanged", existing))
+            rows.append(_finish(library, entry.id, existing))
             continue
         library.clean_orphans(entry.id, levels=[lv.name for lv in settings.levels])
-        jobs.append(BuildJob(entry, str(spec.base_dir), library.claim_version(entry.id, digest), digest))
+        version = library.claim_version(entry.id, digest, tiers=dict(settings.tiers))
+        jobs.append(BuildJob(entry, str(spec.base_dir), version, digest))
     return rows, jobs
+
+
+def _finish(library: TemplateLibrary, template_id: str, version: int) -> Row:
+    """A published version's row; a publish interrupted after its manifest is completed first."""
+    try:
+        finished = library.finish_publish(template_id, version)
+    except SakuraError as exc:
+        return Row(template_id, "failed", version, error=_first_line(exc))
+    return Row(template_id, "completed" if finished else "unchanged", version)
+
+
+def _renew(library: TemplateLibrary, jobs: list[BuildJob]) -> None:
+    """Renew every unpublished claim's lease, so orphan cleanup leaves long builds alone."""
+    for job in jobs:
+        with contextlib.suppress(SakuraError):  # a lapsed lease shows as a failed publish
+            library.renew_claim(job.entry.id, job.version)
 
 
 def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list[BuildJob], progress: Progress) -> list[Row]:
@@ -122,6 +142,7 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
         ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     builder = ray.remote(TemplateBuilder).options(num_cpus=args.cpus_per_worker, num_gpus=args.num_gpus)
     rows, queue, running, idle = [], list(jobs), {}, []
+    renewed = time.monotonic()
     try:
         threads = max(1, int(args.cpus_per_worker))
         idle += [builder.remote(settings, threads=threads) for _ in range(max(1, min(args.workers, len(jobs))))]
@@ -130,7 +151,13 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
                 job, actor = queue.pop(0), idle.pop()
                 progress.update(job.entry.id, f"building v{job.version}")
                 running[actor.build.remote(job)] = (job, actor)
-            (done,), _ = ray.wait(list(running), num_returns=1)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=CLAIM_RENEW_S)
+            if time.monotonic() - renewed >= CLAIM_RENEW_S:
+                _renew(library, queue + [j for j, _ in running.values()])
+                renewed = time.monotonic()
+            if not ready:
+                continue
+            done = ready[0]
             job, actor = running.pop(done)
             try:
                 outcome: BuildOutcome = ray.get(done)
@@ -140,7 +167,12 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
                 idle.append(builder.remote(settings, threads=threads) if isinstance(exc, ray.exceptions.RayActorError) else actor)
                 continue
             idle.append(actor)
-            library.publish(outcome.manifest)
+            try:
+                library.publish(outcome.manifest)
+            except SakuraError as exc:  # its claim was abandoned, the store is down...
+                progress.update(job.entry.id, "failed", done=True)
+                rows.append(Row(job.entry.id, "failed", job.version, error=_first_line(exc)))
+                continue
             progress.update(job.entry.id, f"published v{outcome.version} ({outcome.seconds:.1f} s)", done=True)
             rows.append(Row(job.entry.id, "published", outcome.version, outcome.level_bytes,
                             outcome.manifest.kv_bytes_fp16, outcome.seconds))
@@ -168,8 +200,18 @@ def print_summary(rows: list[Row]) -> None:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return (lines[-1] if lines else type(exc).__name__)[:200]
+    """One line for the summary table: a typed error's message, else the type and first line.
+
+    Ray wraps a worker's exception in a ``RayTaskError`` whose text is the remote traceback; the
+    original exception is its ``cause``.
+    """
+    cause = getattr(exc, "cause", None)
+    exc = cause if isinstance(cause, BaseException) else exc
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if not isinstance(exc, SakuraError):
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text[:200]
 
 
 def _parse_tier(text: str) -> tuple[str, str]:

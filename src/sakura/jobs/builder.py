@@ -18,6 +18,7 @@ from sakura.platform.codec import LevelSpec, encode_shard
 from sakura.platform.images import fit_image, image_bytes_identity, load_image
 from sakura.platform.importance import from_attention
 from sakura.platform.levelfile import ShardRow, build_level_file
+from sakura.platform.library import write_once
 from sakura.platform.manifest import LevelEntry, Manifest, ModelRef, ScheduleRef, ShardEntry, TokenLayout
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template, load_model
 from sakura.platform.spec import TemplateEntry
@@ -109,13 +110,13 @@ class TemplateBuilder:
             rows = [ShardRow(i, key, encode_shard(kv[key], level, scores[key])) for i, key in enumerate(keys)]
             data, locs = build_level_file(rows)
             object_key = layout.level_key(entry.id, job.version, level.name)
-            self._store(s.tier_uri(level.name)).put(object_key, data)
             tier = s.tier_uri(level.name)
+            write_once(self._store(tier), object_key, data)  # never overwrites another build's file
             levels.append(LevelEntry(name=level.name, store=None if tier == s.store else tier, key=object_key, bytes=len(data),
                                      spec=level.model_dump(mode="json")))
             locations[level.name] = locs
         importance_key = layout.importance_key(entry.id, job.version)
-        self._store(s.store).put(importance_key, scores.to_bytes())
+        write_once(self._store(s.store), importance_key, scores.to_bytes())
         info = adapter.info()
         weights = {key: float(scores[key].sum(axis=1).mean()) for key in keys}
         manifest = Manifest(

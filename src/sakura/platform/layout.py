@@ -4,7 +4,8 @@
 templates/<id>/versions/<version>/manifest.json
 templates/<id>/versions/<version>/<level>.parquet      one row group per shard
 templates/<id>/versions/<version>/importance.npz       scores, to re-encode without recapture
-templates/<id>/versions/<version>/claim.json           reserves the number; written first
+templates/<id>/versions/<version>/claim.json           reserves the number; written first, never deleted
+templates/<id>/versions/<version>/retired.json         gc's retirement mark (library.py); never deleted
 templates/<id>/aliases/<alias>.json                    {"version": N}
 ```
 """
@@ -90,6 +91,10 @@ def manifest_key(template_id: str, version: int) -> str:
 
 def claim_key(template_id: str, version: int) -> str:
     return version_prefix(template_id, version) + "claim.json"
+
+
+def retired_key(template_id: str, version: int) -> str:
+    return version_prefix(template_id, version) + "retired.json"
 
 
 def importance_key(template_id: str, version: int) -> str:

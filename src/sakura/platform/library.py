@@ -1,40 +1,96 @@
 """A template library in an object store: versions, manifests, aliases, publishing, gc.
 
-Publishing protocol (crash-safe at every point):
+Publishing protocol (crash-safe at every point). Each version number has a claim
+(``claim.json``) whose ``state`` moves by compare-and-swap: building -> publishing -> published,
+or building -> abandoned.
 
-1. claim a version number with a create-only ``claim.json`` (numbers are never reused, and two
-   concurrent builds can never take the same one);
-2. write the level files (each to its tier) and the importance scores;
-3. write ``manifest.json`` create-only: the version becomes visible, complete, at this instant;
-4. move the ``latest`` alias forward by compare-and-swap.
+1. claim the next number create-only (state ``building``). Claims are never deleted, so no
+   number is handed out twice; the build driver renews its claims' lease while it works;
+2. write the level files (each to its tier) and the importance scores, all create-only;
+3. swap the claim to ``publishing``, then write ``manifest.json`` create-only: the version
+   becomes visible, complete, at this instant;
+4. move ``latest`` forward by compare-and-swap, then swap the claim to ``published``.
 
-A crash before 3 leaves an invisible orphan that :meth:`TemplateLibrary.clean_orphans` removes.
+A crash before 3 leaves an invisible orphan. Once its lease is older than ``ORPHAN_GRACE_S``,
+:meth:`TemplateLibrary.clean_orphans` swaps the claim to ``abandoned`` and deletes the files.
+The claim arbitrates: the owner's swap to ``publishing`` and the cleaner's swap to ``abandoned``
+start from the same ``building`` ETag, so exactly one wins, and a build whose files were
+deleted can never publish (:class:`ClaimAbandoned`). A claim left in ``publishing`` with no
+manifest (a crash in the instant between the two writes) is never cleaned: its owner might still
+write the manifest. A crash between 3 and 4 leaves a manifest whose claim says ``publishing``: a
+rerun completes it (:meth:`TemplateLibrary.finish_publish`); it never touches ``latest`` for a
+``published`` claim, so an operator's rollback stands.
+
+Retirement (``retired.json``: retired <-> reinstated, retired -> deleting, which is final).
+gc marks an old unaliased version ``retired``; once the mark is older than the grace period it
+swaps the mark to ``deleting``, re-reads every alias and deletes only if none points at the
+version. Every alias move mirrors it: swap the alias, then read the mark; ``retired`` is swapped
+to ``reinstated`` (the grace period restarts once the version is unaliased again) and
+``deleting`` makes the mover undo its swap by compare-and-swap and raise :class:`VersionRetired`.
+No alias can end on a deleted version, because both sides write, then read the other's object:
+gc read the aliases after the mark became ``deleting``, which it never leaves, so an alias swap
+that read missed happened later, and the mover's read of the mark, later still, sees
+``deleting``. A reinstatement and gc's swap to ``deleting`` start from the same ``retired``
+ETag, so only one wins; gc re-reads aliases after marking, so a version pinned just before its
+mark was written is reinstated at once. A version that gc finds aliased after its swap to
+``deleting`` (a move racing it, about to be undone) is kept until no alias points at it.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import logging
 import time
-from dataclasses import dataclass
+from dataclasses import replace
+from typing import Callable, Iterable
 
 from sakura.platform import layout
 from sakura.platform.errors import SakuraError
 from sakura.platform.manifest import AliasDoc, Manifest, ManifestError
 from sakura.platform.store import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, open_store
+from sakura.platform.version_state import (
+    ABANDONED,
+    BUILDING,
+    CLAIM_ORDER,
+    DELETING,
+    PUBLISHED,
+    PUBLISHING,
+    REINSTATED,
+    Claim,
+    ClaimAbandoned,
+    Retirement,
+    mark_state,
+    move_claim,
+    read_claim,
+    read_mark,
+    reinstate,
+    retire,
+    write_once,
+)
 
 LATEST = "latest"
+#: A claim whose lease is older than this belongs to a dead build; drivers renew every CLAIM_RENEW_S.
 ORPHAN_GRACE_S = 3600.0
+CLAIM_RENEW_S = 600.0
+#: How long gc keeps a version after it stops being aliased. Edits in flight on it take minutes
+#: at most and servers cache aliases for seconds (``alias_ttl_s``): an hour is a wide margin.
+RETIRE_GRACE_S = 3600.0
+_CLAIM, _MANIFEST, _MARK = "claim.json", "manifest.json", "retired.json"
+log = logging.getLogger("sakura.library")
 
 
 class LibraryError(SakuraError, LookupError):
     code = "not_found"
 
 
-@dataclass(frozen=True)
-class Claim:
-    version: int
-    content_hash: str
-    created_at: float
+class VersionRetired(LibraryError):
+    """gc has begun deleting the version: no alias may point at it any more."""
+
+    code = "version_retired"
+
+
+class AliasUnreadable(SakuraError, ValueError):
+    code = "alias_unreadable"
 
 
 class TemplateLibrary:
@@ -46,22 +102,18 @@ class TemplateLibrary:
         return self.tiers.get(level, self.store)
 
     # -- reading -------------------------------------------------------------------------
-    def templates(self) -> list[str]:
+    def templates(self, *, unpublished: bool = False) -> list[str]:
+        """Templates with a published version (``unpublished``: with any object at all)."""
         ids = set()
         for obj in self.store.list("templates/"):
             parts = obj.key.split("/")
-            if len(parts) >= 3 and parts[-1] == "manifest.json":
+            if len(parts) >= 3 and (unpublished or parts[-1] == _MANIFEST):
                 ids.add(parts[1])
         return sorted(ids)
 
     def versions(self, template_id: str) -> list[int]:
         """Published versions (those whose manifest exists), ascending."""
-        found = []
-        for obj in self.store.list(layout.versions_prefix(template_id)):
-            parsed = layout.parse_version_key(obj.key)
-            if parsed and parsed[2] == "manifest.json":
-                found.append(parsed[1])
-        return sorted(found)
+        return sorted(v for v, names in self._scan(template_id).items() if _MANIFEST in names)
 
     def aliases(self, template_id: str) -> dict[str, int]:
         out = {}
@@ -103,92 +155,220 @@ class TemplateLibrary:
                 continue
         return None
 
-    # -- writing -------------------------------------------------------------------------
-    def claim_version(self, template_id: str, content_hash: str) -> int:
-        """Reserve the next unused version number (create-only, so concurrent builds never collide)."""
-        taken = [layout.parse_version_key(o.key) for o in self.store.list(layout.versions_prefix(template_id))]
-        version = max((p[1] for p in taken if p), default=0) + 1
-        body = json.dumps({"content_hash": content_hash, "created_at": time.time()}).encode()
+    def _scan(self, template_id: str) -> dict[int, set[str]]:
+        """Version -> names of the objects under it, in one listing."""
+        found: dict[int, set[str]] = {}
+        for obj in self.store.list(layout.versions_prefix(template_id)):
+            parsed = layout.parse_version_key(obj.key)
+            if parsed:
+                found.setdefault(parsed[1], set()).add(parsed[2])
+        return found
+
+    # -- claims and publishing -----------------------------------------------------------
+    def claim_version(self, template_id: str, content_hash: str, *, tiers: dict[str, str] | None = None) -> int:
+        """Reserve the next version number (create-only; claims are never deleted)."""
+        version = max(self._scan(template_id), default=0) + 1
         while True:
+            claim = Claim(version, content_hash, time.time(), tiers=dict(tiers or {}))
             try:
-                self.store.put_if_absent(layout.claim_key(template_id, version), body)
+                self.store.put_if_absent(layout.claim_key(template_id, version), claim.to_bytes())
                 return version
             except AlreadyExists:
                 version += 1
 
-    def publish(self, manifest: Manifest) -> None:
-        """Make a version visible (create-only manifest), then move ``latest`` forward."""
-        self.store.put_if_absent(layout.manifest_key(manifest.template_id, manifest.version), manifest.to_bytes())
-        self.advance_alias(manifest.template_id, LATEST, manifest.version)
+    def renew_claim(self, template_id: str, version: int) -> bool:
+        """Renew a building claim's lease; False once orphan cleanup has abandoned it."""
+        claim = move_claim(self.store, template_id, version,
+                           lambda c: replace(c, renewed_at=time.time()) if c.state == BUILDING else None)
+        return claim.state != ABANDONED
 
+    def publish(self, manifest: Manifest) -> None:
+        """Make a claimed version visible (create-only manifest), then move ``latest`` forward."""
+        template_id, version = manifest.template_id, manifest.version
+        self._advance_claim(template_id, version, PUBLISHING)
+        write_once(self.store, layout.manifest_key(template_id, version), manifest.to_bytes())
+        self._announce(template_id, version)
+
+    def finish_publish(self, template_id: str, version: int) -> bool:
+        """Complete a publish interrupted between its manifest and ``latest``; True if it was."""
+        claim = read_claim(self.store, template_id, version)
+        if claim is None or claim.state != PUBLISHING or self.store.head(layout.manifest_key(template_id, version)) is None:
+            return False
+        self._announce(template_id, version)
+        return True
+
+    def _announce(self, template_id: str, version: int) -> None:
+        self.advance_alias(template_id, LATEST, version)
+        self._advance_claim(template_id, version, PUBLISHED)
+
+    def _advance_claim(self, template_id: str, version: int, state: str) -> None:
+        def change(claim: Claim) -> Claim | None:
+            if claim.state == ABANDONED:
+                raise ClaimAbandoned(f"{template_id} v{version}: orphan cleanup abandoned this build's claim "
+                                     f"(its lease expired); rerun the build")
+            current = CLAIM_ORDER.index(claim.state) if claim.state in CLAIM_ORDER else len(CLAIM_ORDER)
+            return replace(claim, state=state) if current < CLAIM_ORDER.index(state) else None
+
+        move_claim(self.store, template_id, version, change)
+
+    # -- aliases -------------------------------------------------------------------------
     def advance_alias(self, template_id: str, alias: str, version: int) -> None:
         """Point ``alias`` at ``version`` unless it already points at a newer one (CAS loop)."""
-        self._swap_alias(template_id, alias, lambda current: current is None or current < version, version)
+        self._swap_alias(template_id, alias, version, lambda current: current is None or current < version)
 
-    def set_alias(self, template_id: str, alias: str, version: int) -> None:
-        """Point ``alias`` at a published version (pin or roll back)."""
+    def set_alias(self, template_id: str, alias: str, version: int, *, force: bool = False) -> None:
+        """Point ``alias`` at a published version (pin or roll back). ``force`` overwrites an alias
+        document that cannot be read, still by compare-and-swap on its current ETag, and logs it."""
         layout.validate_alias(alias)
-        if version not in self.versions(template_id):
+        if self.store.head(layout.manifest_key(template_id, version)) is None:
             raise LibraryError(f"template {template_id!r} has no published version {version}")
-        self._swap_alias(template_id, alias, lambda current: current != version, version)
+        if mark_state(self.store, template_id, version) == DELETING:
+            raise VersionRetired(f"template {template_id!r} version {version} is being deleted by gc")
+        self._swap_alias(template_id, alias, version, lambda current: current != version, force=force)
 
-    def _swap_alias(self, template_id: str, alias: str, should_move, version: int) -> None:
+    def _swap_alias(self, template_id: str, alias: str, version: int, should_move: Callable[[int | None], bool],
+                    *, force: bool = False) -> None:
         key = layout.alias_key(template_id, alias)
         while True:
             try:
-                data, etag = self.store.get_with_etag(key)
-                current: int | None = AliasDoc.from_bytes(data).version
+                old, etag = self.store.get_with_etag(key)
             except NotFound:
-                etag, current = None, None
-            if not should_move(current):
+                old, etag = None, None
+            current = None if old is None else self._alias_version(template_id, alias, old, force)
+            if current != 0 and not should_move(current):
                 return
             try:
-                self.store.swap(key, AliasDoc(version=version).to_bytes(), etag)
-                return
+                ours = self.store.swap(key, AliasDoc(version=version).to_bytes(), etag).etag
             except (PreconditionFailed, AlreadyExists):
                 continue  # somebody moved it meanwhile: re-read and decide again
+            if current == 0:
+                log.warning("alias %r of template %r was unreadable; overwritten by force with version %d",
+                            alias, template_id, version)
+            return self._confirm_alias(template_id, version, key, old, ours)
 
-    # -- cleaning ------------------------------------------------------------------------
-    def claims(self, template_id: str) -> list[Claim]:
-        out = []
-        for obj in self.store.list(layout.versions_prefix(template_id)):
-            parsed = layout.parse_version_key(obj.key)
-            if parsed and parsed[2] == "claim.json":
-                try:
-                    raw = json.loads(self.store.get(obj.key))
-                    out.append(Claim(parsed[1], str(raw.get("content_hash", "")), float(raw.get("created_at", 0))))
-                except (NotFound, ValueError):
-                    continue
-        return out
+    @staticmethod
+    def _alias_version(template_id: str, alias: str, data: bytes, force: bool) -> int:
+        """The version an alias document names; 0 for an unreadable one that ``force`` overwrites."""
+        try:
+            return AliasDoc.from_bytes(data).version
+        except ManifestError as exc:
+            if force:
+                return 0
+            raise AliasUnreadable(f"alias {alias!r} of template {template_id!r} is unreadable ({exc}); overwrite it "
+                                  f"explicitly with `sakura alias set {template_id} {alias} VERSION --force`") from None
 
-    def clean_orphans(self, template_id: str, *, grace_s: float = ORPHAN_GRACE_S, levels: list[str] = ()) -> list[int]:
-        """Delete claimed-but-unpublished versions older than ``grace_s`` (crashed builds)."""
-        published = set(self.versions(template_id))
-        now, removed = time.time(), []
-        for claim in self.claims(template_id):
-            if claim.version not in published and now - claim.created_at >= grace_s:
-                self._delete_files(template_id, claim.version, [(lv, self.tier(lv)) for lv in levels])
-                removed.append(claim.version)
-        return removed
+    def _confirm_alias(self, template_id: str, version: int, key: str, old: bytes | None, ours: str) -> None:
+        """After moving an alias onto ``version``: reinstate it if retired; undo if being deleted."""
+        if reinstate(self.store, template_id, version) != DELETING:
+            return
+        if old is None:
+            current = self.store.head(key)
+            if current is not None and current.etag == ours:
+                self.store.delete(key)
+        else:
+            with contextlib.suppress(PreconditionFailed):
+                self.store.put_if_match(key, old, ours)
+        raise VersionRetired(f"template {template_id!r} version {version} is being deleted by gc; the alias was not moved")
 
-    def gc(self, template_id: str, keep: int) -> list[int]:
-        """Delete published versions beyond the newest ``keep``, never one an alias points to."""
+    # -- gc and orphans ------------------------------------------------------------------
+    def gc(self, template_id: str, keep: int, *, grace_s: float = RETIRE_GRACE_S) -> list[int]:
+        """Delete published versions beyond the newest ``keep`` once no alias has pointed at them
+        for ``grace_s`` (two phases, see the module docstring); the versions deleted now.
+        Idempotent, and safe to run concurrently with itself, alias moves and builds."""
         if keep < 1:
             raise LibraryError("gc must keep at least one version")
-        versions = self.versions(template_id)
-        pinned = set(self.aliases(template_id).values())
-        doomed = [v for v in versions[:-keep] if v not in pinned]
+        pinned = self._alias_targets(template_id)
+        if pinned is None:
+            return []
+        scan = self._scan(template_id)
+        published = sorted(v for v, names in scan.items() if _MANIFEST in names)
+        doomed = [v for v in published[:-keep] if v not in pinned]
+        for version in published:
+            if version not in doomed and _MARK in scan[version]:
+                reinstate(self.store, template_id, version)
         for version in doomed:
-            manifest = self.manifest(template_id, version)
-            self.store.delete(layout.manifest_key(template_id, version))  # invisible first
-            self._delete_files(template_id, version, [
-                (lv.name, open_store(lv.store) if lv.store else self.tier(lv.name)) for lv in manifest.levels])
-        return doomed
+            retire(self.store, template_id, version)
+        pinned = self._alias_targets(template_id) if doomed else set()  # again, after marking
+        deleted: list[int] = []
+        for version in doomed if pinned is not None else []:
+            if version in pinned:
+                reinstate(self.store, template_id, version)
+            elif self._collect(template_id, version, grace_s):
+                deleted.append(version)
+        for version, names in scan.items():  # finish deletions that a crashed or concurrent gc began
+            if _MARK in names and _MANIFEST not in names and names - {_CLAIM, _MARK}:
+                self._collect(template_id, version, grace_s)
+        return deleted
 
-    def _delete_files(self, template_id: str, version: int, levels: list[tuple[str, ObjectStore]]) -> None:
-        """Delete a version's level files (each from its tier) and whatever else is under it."""
-        for level, store in levels:
-            store.delete(layout.level_key(template_id, version, level))
+    def clean_orphans(self, template_id: str, *, grace_s: float = ORPHAN_GRACE_S, levels: Iterable[str] = ()) -> list[int]:
+        """Abandon unpublished claims whose lease is older than ``grace_s`` and delete their files
+        (``levels``: level names whose tier stores to clean too, for claims that don't record
+        them). Files a zombie worker writes later are swept by the next call."""
+        extra = [(lv, None) for lv in levels if lv in self.tiers]
+        removed = []
+        for version, names in sorted(self._scan(template_id).items()):
+            if _CLAIM not in names or _MANIFEST in names or _MARK in names:
+                continue
+            try:
+                claim = move_claim(self.store, template_id, version, lambda c: replace(c, state=ABANDONED)
+                                   if c.state == BUILDING and c.age_s >= grace_s else None)
+            except (ManifestError, ClaimAbandoned):
+                continue  # unreadable or gone: leave it
+            if claim.state == ABANDONED and (names != {_CLAIM} or claim.tiers or extra):
+                self._erase(template_id, version, [*extra, *claim.tiers.items()])
+                removed.append(version)
+        return removed
+
+    def _alias_targets(self, template_id: str) -> set[int] | None:
+        """Versions some alias points at; None if an alias is unreadable (it may point anywhere)."""
+        out = set()
+        for obj in self.store.list(layout.template_prefix(template_id) + "aliases/"):
+            try:
+                out.add(AliasDoc.from_bytes(self.store.get(obj.key)).version)
+            except NotFound:
+                continue
+            except ManifestError:
+                log.warning("gc: %s is unreadable; %r keeps every version until it is repaired", obj.key, template_id)
+                return None
+        return out
+
+    def _collect(self, template_id: str, version: int, grace_s: float) -> bool:
+        """Delete a version whose mark is ``deleting``, or ``retired`` for ``grace_s``, unless aliased."""
+        while True:
+            try:
+                mark, etag = read_mark(self.store, template_id, version)
+            except ManifestError:
+                return False
+            if mark is None or etag is None or mark.state == REINSTATED:
+                return False
+            if mark.state == DELETING:
+                break
+            if time.time() - mark.at < grace_s:
+                return False
+            try:
+                levels = tuple((lv.name, lv.store) for lv in self.manifest(template_id, version).levels)
+            except (LibraryError, ManifestError):
+                return False
+            mark = Retirement(DELETING, time.time(), levels)
+            try:
+                self.store.put_if_match(layout.retired_key(template_id, version), mark.to_bytes(), etag)
+                break
+            except PreconditionFailed:
+                continue
+        pinned = self._alias_targets(template_id)
+        if pinned is None or version in pinned:
+            log.warning("gc: %s v%d was aliased as gc began deleting it; kept while an alias points at it",
+                        template_id, version)
+            return False
+        self.store.delete(layout.manifest_key(template_id, version))  # invisible first
+        self._erase(template_id, version, mark.levels)
+        return True
+
+    def _erase(self, template_id: str, version: int, levels: Iterable[tuple[str, str | None]]) -> None:
+        """Delete a version's files (level files from their tiers too), keeping the tombstones
+        that stop its number being reused (claim) or an alias moving onto it (mark)."""
+        for name, uri in levels:
+            (open_store(uri) if uri else self.tier(name)).delete(layout.level_key(template_id, version, name))
         for obj in list(self.store.list(layout.version_prefix(template_id, version))):
-            if not obj.key.endswith("manifest.json"):
+            if obj.key.rsplit("/", 1)[-1] not in (_CLAIM, _MARK, _MANIFEST):
                 self.store.delete(obj.key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 
@@ -10,10 +11,19 @@ import pytest
 
 from sakura.cli import main as cli
 from sakura.platform import layout
-from sakura.platform.library import LibraryError, TemplateLibrary
+from sakura.platform.library import (
+    AliasUnreadable,
+    ClaimAbandoned,
+    LibraryError,
+    TemplateLibrary,
+    VersionRetired,
+    write_once,
+)
 from sakura.platform.manifest import Manifest, ManifestError
-from sakura.platform.store import open_store
+from sakura.platform.store import AlreadyExists, open_store
+from sakura.platform.version_state import Retirement
 from tests.helpers import make_library
+from tests.unit.platform.library_helpers import Faulty, age_claim, build_files, put_version
 
 
 @pytest.fixture
@@ -48,9 +58,10 @@ def test_alias_moves_only_to_published_versions_and_latest_never_goes_back(libra
 def test_gc_keeps_the_newest_and_every_aliased_version(library):
     lib, uri = library
     lib.set_alias("tpl", "pinned", 1)
-    assert lib.gc("tpl", keep=1) == [2]
+    assert lib.gc("tpl", keep=1, grace_s=0) == [2]
     assert lib.versions("tpl") == [1, 3]
-    assert not list(open_store(uri).list(layout.version_prefix("tpl", 2)))
+    assert [o.key for o in open_store(uri).list(layout.version_prefix("tpl", 2))] == [
+        layout.claim_key("tpl", 2), layout.retired_key("tpl", 2)]  # tombstones: 2 is never reused or re-aliased
 
 
 def test_orphaned_claims_are_invisible_and_cleaned_after_the_grace_period(library):
@@ -61,7 +72,7 @@ def test_orphaned_claims_are_invisible_and_cleaned_after_the_grace_period(librar
     assert v not in lib.versions("tpl") and lib.resolve("tpl", "latest") == 3
     assert lib.clean_orphans("tpl", grace_s=3600) == []
     assert lib.clean_orphans("tpl", grace_s=0, levels=["compact"]) == [v]
-    assert not list(store.list(layout.version_prefix("tpl", v)))
+    assert [o.key for o in store.list(layout.version_prefix("tpl", v))] == [layout.claim_key("tpl", v)]  # tombstone
 
 
 def test_concurrent_claims_never_share_a_number(library):
@@ -102,5 +113,142 @@ def test_operator_commands(library, capsys):
     assert cli(["alias", "set", "tpl", "stable", "2", "--store", uri]) == 0
     assert cli(["alias", "set", "tpl", "stable", "42", "--store", uri]) == 1
     assert "no published version 42" in capsys.readouterr().err
-    assert cli(["gc", "--keep", "1", "--store", uri, "--json"]) == 0
+    assert cli(["gc", "--keep", "1", "--grace", "0", "--store", uri, "--json"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"tpl": [1]}
+
+
+# -- publishing protocol, retirement and repair (synthetic versions: no model) -------------------
+@pytest.fixture
+def bare(tmp_path):
+    uri = f"file://{tmp_path}/bare"
+    return TemplateLibrary(open_store(uri)), uri
+
+
+def _mark(lib, version):
+    return json.loads(lib.store.get(layout.retired_key("tpl", version)))
+
+
+def test_a_truncated_alias_is_repaired_only_with_force_which_is_logged(bare, caplog, capsys):
+    lib, uri = bare
+    put_version(lib, "tpl"), put_version(lib, "tpl")
+    key = layout.alias_key("tpl", "latest")
+    lib.store.put(key, lib.store.get(key)[:5])  # truncated
+    with pytest.raises(AliasUnreadable, match="--force"):
+        lib.set_alias("tpl", "latest", 1)
+    assert cli(["alias", "set", "tpl", "latest", "1", "--store", uri]) == 1
+    assert "--force" in capsys.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="sakura.library"):
+        lib.set_alias("tpl", "latest", 1, force=True)
+    assert lib.resolve("tpl", "latest") == 1
+    assert any(r.name == "sakura.library" and "unreadable" in r.getMessage() for r in caplog.records)
+    lib.store.put(key, b"{")
+    assert cli(["alias", "set", "tpl", "latest", "2", "--force", "--store", uri]) == 0
+    assert lib.resolve("tpl", "latest") == 2
+
+
+def test_a_forced_overwrite_is_still_compare_and_swap(bare):
+    lib, uri = bare
+    put_version(lib, "tpl"), put_version(lib, "tpl"), put_version(lib, "tpl")
+    key = layout.alias_key("tpl", "stable")
+    lib.store.put(key, b"garbage")
+    inner, writes = open_store(uri), []
+
+    def repair_first(op, k):  # another operator repairs the alias between our read and our swap
+        if k == key:
+            writes.append(op)
+            if inner.get(key) == b"garbage":
+                inner.put(key, b'{"version": 1}')
+
+    racing = TemplateLibrary(Faulty(inner, hook=repair_first))
+    racing.set_alias("tpl", "stable", 2, force=True)
+    assert writes == ["put_if_match", "put_if_match"]  # the garbage's ETag was stale: re-read, then moved
+    assert lib.resolve("tpl", "stable") == 2
+    racing.set_alias("tpl", "stable", 3, force=True)  # readable now: an ordinary move
+    assert lib.resolve("tpl", "stable") == 3
+
+
+def test_gc_keeps_a_version_for_the_grace_period_after_it_stops_being_aliased(bare):
+    lib, _ = bare
+    put_version(lib, "tpl"), put_version(lib, "tpl")  # latest moved 1 -> 2
+    assert lib.gc("tpl", keep=1) == []  # default grace: edits in flight on v1 keep working
+    assert lib.versions("tpl") == [1, 2] and _mark(lib, 1)["state"] == "retired"
+    assert lib.gc("tpl", keep=1, grace_s=3600) == []
+    assert lib.gc("tpl", keep=1, grace_s=0) == [1]
+    assert lib.versions("tpl") == [2]
+
+
+def test_a_rollback_during_the_grace_period_reinstates_and_restarts_it(bare):
+    lib, _ = bare
+    put_version(lib, "tpl"), put_version(lib, "tpl")
+    assert lib.gc("tpl", keep=1, grace_s=3600) == [] and _mark(lib, 1)["state"] == "retired"
+    lib.set_alias("tpl", "latest", 1)  # roll back onto the retired version: allowed
+    assert _mark(lib, 1)["state"] == "reinstated"
+    assert lib.gc("tpl", keep=1, grace_s=0) == [] and lib.versions("tpl") == [1, 2]
+    lib.set_alias("tpl", "latest", 2)
+    unpinned = time.time()
+    assert lib.gc("tpl", keep=1, grace_s=3600) == []
+    assert _mark(lib, 1)["state"] == "retired" and _mark(lib, 1)["at"] >= unpinned  # the clock restarted
+
+
+def test_an_alias_moved_onto_a_version_gc_is_deleting_is_undone(bare):
+    lib, uri = bare
+    for _ in range(3):
+        put_version(lib, "tpl")
+    lib.set_alias("tpl", "stable", 2)
+    inner = open_store(uri)
+    deleting = Retirement("deleting", time.time()).to_bytes()
+
+    def gc_commits_first(op, key):  # gc swaps v1's mark to "deleting" just before our alias swap
+        if key.endswith("/aliases/stable.json") or key.endswith("/aliases/fresh.json"):
+            inner.put(layout.retired_key("tpl", 1), deleting)
+
+    racing = TemplateLibrary(Faulty(inner, hook=gc_commits_first))
+    with pytest.raises(VersionRetired):
+        racing.set_alias("tpl", "stable", 1)
+    assert lib.resolve("tpl", "stable") == 2  # undone by compare-and-swap
+    with pytest.raises(VersionRetired):
+        racing.set_alias("tpl", "fresh", 1)
+    assert "fresh" not in lib.aliases("tpl")  # a new alias is removed again
+    with pytest.raises(VersionRetired):
+        lib.set_alias("tpl", "stable", 1)  # refused up front once the mark is there
+
+
+def test_gc_deletes_nothing_while_an_alias_is_unreadable(bare):
+    lib, _ = bare
+    for _ in range(3):
+        put_version(lib, "tpl")
+    lib.store.put(layout.alias_key("tpl", "stable"), b'{"vers')  # it may have pointed at v1
+    assert lib.gc("tpl", keep=1, grace_s=0) == []
+    assert lib.versions("tpl") == [1, 2, 3]
+
+
+def test_a_version_number_is_never_handed_out_twice(bare):
+    lib, _ = bare
+    manifest = build_files(lib, "tpl")  # a build whose jobs are still queued...
+    age_claim(lib.store, "tpl", manifest.version, 7200)  # ...an hour later
+    assert lib.clean_orphans("tpl") == [manifest.version]  # another build's cleanup
+    assert lib.claim_version("tpl", "d" * 64) == manifest.version + 1
+    with pytest.raises(ClaimAbandoned):  # and the first build cannot publish over deleted files
+        lib.publish(manifest)
+    assert lib.versions("tpl") == [] and "latest" not in lib.aliases("tpl")
+
+
+def test_a_renewed_claim_is_not_an_orphan(bare):
+    lib, _ = bare
+    alive, dead = build_files(lib, "tpl"), build_files(lib, "tpl")
+    for m in (alive, dead):
+        age_claim(lib.store, "tpl", m.version, 7200)
+    assert lib.renew_claim("tpl", alive.version)
+    assert lib.clean_orphans("tpl") == [dead.version]
+    assert not lib.renew_claim("tpl", dead.version)
+    lib.publish(alive)
+    assert lib.resolve("tpl", "latest") == alive.version
+
+
+def test_write_once_accepts_its_own_lost_reply_and_nothing_else(bare):
+    lib, _ = bare
+    write_once(lib.store, "a/b", b"mine")
+    write_once(lib.store, "a/b", b"mine")  # the retry of a write whose reply was lost
+    with pytest.raises(AlreadyExists):
+        write_once(lib.store, "a/b", b"theirs")
+    assert lib.store.get("a/b") == b"mine"

@@ -1,0 +1,128 @@
+"""The library's publishing protocol under races and injected faults, on local disk and on S3
+(a real moto HTTP server): gc against alias moves, overlapping gc runs, lost replies, orphans."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from sakura.cli import main as cli
+from sakura.platform import layout
+from sakura.platform.library import LibraryError, TemplateLibrary
+from sakura.platform.store import RetryingStore, RetryPolicy, TransientStoreError, open_store
+from tests.unit.platform.library_helpers import Faulty, age_claim, build_files, check_aliases, put_version
+
+ROUNDS = 12
+BUDGET_S = 15.0  # per test: rounds stop early rather than run long on a slow machine
+
+
+@pytest.fixture(params=["file", "s3"])
+def uri(request, tmp_path):
+    return f"file://{tmp_path}/lib" if request.param == "file" else request.getfixturevalue("s3_uri")
+
+
+def _race(*targets) -> list[BaseException]:
+    """Run ``targets`` at once (a barrier releases them together); the exceptions they raised."""
+    barrier, errors = threading.Barrier(len(targets)), []
+
+    def run(target):
+        barrier.wait(timeout=30)
+        try:
+            target()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(t,), daemon=True) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a racer hangs"
+    return errors
+
+
+def test_gc_never_deletes_a_version_an_alias_is_being_pinned_to(uri):
+    """gc --keep 1 against `alias set stable <older version>`, started together with a random offset."""
+    rng, outcomes = random.Random(13), Counter()
+    publisher, collector, pinner = (TemplateLibrary(open_store(uri)) for _ in range(3))
+    gc_s, deadline = 0.01, time.monotonic() + BUDGET_S
+    for _ in range(ROUNDS):
+        if time.monotonic() > deadline:
+            break
+        older = put_version(publisher, "tpl")
+        put_version(publisher, "tpl")  # latest moves past `older`: gc wants it gone
+        offset = rng.uniform(0, gc_s)
+
+        def collect():
+            nonlocal gc_s
+            start = time.monotonic()
+            collector.gc("tpl", keep=1, grace_s=0)
+            gc_s = time.monotonic() - start
+
+        def pin():
+            time.sleep(offset)
+            try:
+                pinner.set_alias("tpl", "stable", older)
+                outcomes["pinned"] += 1
+            except LibraryError:  # VersionRetired, or already deleted: refused, not lost
+                outcomes["refused"] += 1
+
+        assert _race(collect, pin) == []
+        aliases = check_aliases(publisher, "tpl")  # every alias points at an intact version
+        assert aliases.get("stable") != older or older in publisher.versions("tpl")
+    assert sum(outcomes.values()) >= 5, outcomes
+
+
+def test_overlapping_gc_runs_all_succeed(uri):
+    deadline, lib = time.monotonic() + BUDGET_S, TemplateLibrary(open_store(uri))
+    rounds = 0
+    while rounds < ROUNDS // 3 and time.monotonic() < deadline:
+        rounds += 1
+        for _ in range(3):
+            put_version(lib, "tpl")
+        racers = [TemplateLibrary(open_store(uri)) for _ in range(3)]
+        assert _race(*(lambda r=r: r.gc("tpl", keep=1, grace_s=0) for r in racers)) == []
+        newest = lib.versions("tpl")
+        assert newest == [3 * rounds] and check_aliases(lib, "tpl") == {"latest": 3 * rounds}
+        for version in range(1, 3 * rounds):  # deleted whole: only the tombstones are left
+            names = {o.key.rsplit("/", 1)[-1] for o in lib.store.list(layout.version_prefix("tpl", version))}
+            assert names == {"claim.json", "retired.json"}, (version, names)
+    assert rounds >= 3
+
+
+def test_a_lost_reply_to_the_manifest_write_still_publishes(uri):
+    lost = set()
+
+    def lose_first_reply(op, key):  # the write lands, its answer does not
+        if key.endswith("manifest.json") and key not in lost:
+            lost.add(key)
+            raise TransientStoreError("connection reset after the request was sent")
+
+    store = RetryingStore(Faulty(open_store(uri, retry=None), after=lose_first_reply), RetryPolicy(attempts=3),
+                          sleep=lambda s: None)
+    lib = TemplateLibrary(store)
+    version = put_version(lib, "tpl")  # the retry sees AlreadyExists: the stored manifest is ours
+    assert lost and lib.versions("tpl") == [version] and lib.resolve("tpl", "latest") == version
+
+
+def test_sakura_gc_removes_dead_builds_files_and_leaves_live_ones(uri, capsys):
+    lib = TemplateLibrary(open_store(uri))
+    put_version(lib, "tpl")
+    dead, alive = build_files(lib, "tpl"), build_files(lib, "tpl")
+    lonely = build_files(lib, "never-published")  # a template with no version at all
+    for template_id, version in (("tpl", dead.version), ("never-published", lonely.version)):
+        age_claim(lib.store, template_id, version, 7200)
+    assert cli(["gc", "--keep", "1", "--store", uri, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"never-published": [], "tpl": []}
+    for template_id, version in (("tpl", dead.version), ("never-published", lonely.version)):
+        keys = [o.key for o in lib.store.list(layout.version_prefix(template_id, version))]
+        assert keys == [layout.claim_key(template_id, version)]  # files gone, the number stays taken
+    assert lib.store.head(alive.levels[0].key) is not None
+    lib.publish(alive)  # the live build is untouched and publishes
+    assert lib.resolve("tpl", "latest") == alive.version
+    assert cli(["gc", "--keep", "1", "--store", uri]) == 0  # idempotent
