@@ -2,7 +2,9 @@
 
 Numeric versions and their shards are immutable: strong ETag (the sha256), ``Cache-Control:
 public, max-age=31536000, immutable``, ``If-None-Match`` -> 304 and ``Range`` -> 206/416, so a
-CDN can sit in front. Alias responses are ``no-cache``. Errors are JSON with a stable ``code``.
+CDN can sit in front. Alias responses are ``no-cache``. Errors are JSON with a stable ``code``
+and a message the service composed: a store's, library's or manifest's own message can name
+internal paths, URIs and keys, so it is logged (logger ``sakura.serve``), never sent.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from sakura.platform.levelfile import ShardIntegrityError
 from sakura.platform.library import LibraryError
 from sakura.platform.manifest import ManifestError
 from sakura.platform.store import NotFound, StoreError, TransientStoreError
+from sakura.serve.body import parse_alias_body, read_capped
 from sakura.serve.config import ServeConfig
+from sakura.serve.errors import ApiError
 from sakura.serve.metrics import ServeMetrics
-from sakura.serve.reader import ShardReader
+from sakura.serve.reader import ShardReader, public_manifest
 from sakura.serve.ranges import RangeNotSatisfiable, parse_range
 
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -36,12 +40,7 @@ NO_CACHE = "no-cache"
 MAX_SHARD_INDEX = 1_000_000
 MAX_HEADER_BYTES = 16 << 10
 access_log = logging.getLogger("sakura.serve.access")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+log = logging.getLogger("sakura.serve")
 
 
 def create_api(config: ServeConfig) -> FastAPI:
@@ -81,7 +80,7 @@ def create_api(config: ServeConfig) -> FastAPI:
     def manifest(template_id: str, version: str, request: Request) -> Response:
         require_reader_auth(request)
         number, is_alias = reader.resolve(template_id, version)
-        body = reader.manifest(template_id, number).to_bytes()
+        body = public_manifest(reader.manifest(template_id, number))
         etag = f'"{hashlib.sha256(body).hexdigest()}"'
         headers = {"ETag": etag, "Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "X-Sakura-Version": str(number)}
         if _etag_matches(request, etag):
@@ -124,14 +123,8 @@ def create_api(config: ServeConfig) -> FastAPI:
     @api.put("/v1/templates/{template_id}/aliases/{alias}")
     async def put_alias(template_id: str, alias: str, request: Request) -> JSONResponse:
         _require_admin(request, config)
-        try:
-            body = json.loads(await request.body())
-            version = body["version"]
-            if isinstance(version, bool) or not isinstance(version, int):
-                raise TypeError
-        except (ValueError, KeyError, TypeError):
-            raise ApiError(400, "invalid_body", 'expected a JSON body {"version": N}') from None
-        await run_in_threadpool(reader.set_alias, template_id, alias, version)
+        version, force = parse_alias_body(await read_capped(request))
+        await run_in_threadpool(reader.set_alias, template_id, alias, version, force=force)
         return JSONResponse({"id": template_id, "alias": alias, "version": version}, headers={"Cache-Control": NO_CACHE})
 
     return api
@@ -185,29 +178,34 @@ def _error(status: int, code: str, message: str, headers: dict[str, str] | None 
                         headers={"Cache-Control": "no-store", **(headers or {})})
 
 
+#: Errors raised below the service: (kind, status, code, public message; None: the error's own
+#: message, for validators whose messages echo only the request). Retry-After on every 503.
+_ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
+    (InvalidTemplateId, 400, "invalid_template_id", None),
+    (InvalidName, 400, "invalid_request", None),
+    (LibraryError, 404, "not_found", "not found"),
+    (NotFound, 503, "store_fault", "the template store is missing data it should hold; retry later"),
+    (ShardIntegrityError, 502, "shard_corrupt", "the stored bytes of this shard do not match its checksum"),
+    (ManifestError, 502, "invalid_manifest", "a document in the template store is corrupt"),
+    (TransientStoreError, 503, "store_unavailable", "the template store is unavailable; retry later"),
+    (StoreError, 502, "store_error", "the template store failed"),
+]
+
+
 def _install_error_handlers(api: FastAPI, config: ServeConfig) -> None:
     retry = {"Retry-After": str(config.retry_after_s)}
-    table: list[tuple[type[BaseException], int, str, dict[str, str]]] = [
-        (InvalidTemplateId, 400, "invalid_template_id", {}),
-        (InvalidName, 400, "invalid_request", {}),
-        (LibraryError, 404, "not_found", {}),
-        (NotFound, 404, "not_found", {}),
-        (ShardIntegrityError, 502, "shard_corrupt", {}),
-        (ManifestError, 502, "invalid_manifest", {}),
-        (TransientStoreError, 503, "store_unavailable", retry),
-        (StoreError, 502, "store_error", {}),
-    ]
 
     @api.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status, exc.code, exc.message, exc.headers)
+        return _error(exc.status, exc.code, exc.message, {**exc.headers, **(retry if exc.retry else {})})
 
     @api.exception_handler(SakuraError)
-    async def sakura_error(_: Request, exc: SakuraError) -> JSONResponse:
-        for kind, status, code, headers in table:
-            if isinstance(exc, kind):
-                return _error(status, code, str(exc), headers)
-        return _error(500, exc.code, str(exc))
+    async def sakura_error(request: Request, exc: SakuraError) -> JSONResponse:
+        status, code, message = next(((s, c, m) for kind, s, c, m in _ERRORS if isinstance(exc, kind)),
+                                     (500, exc.code, "internal error"))
+        log.log(logging.ERROR if status >= 500 else logging.INFO, "%s %s -> %s %s: %s: %s", request.method,
+                request.url.path, status, code, type(exc).__name__, exc)
+        return _error(status, code, str(exc) if message is None else message, retry if status == 503 else {})
 
     @api.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -20,13 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--disk-cache-dir", help="node-local disk cache (default: none)")
     p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"), help="default: start a local Ray")
     args = p.parse_args(argv)
+    _check_store(args.store)
 
     import ray
     from ray import serve
 
-    from sakura.platform.store import open_store
-
-    open_store(args.store).check_reachable()
     ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -41,6 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         ray.shutdown()
     print("stopped", flush=True)
     return 0
+
+
+def _check_store(uri: str) -> None:
+    """Refuse a store that is not there; read-only (the server never creates the library's root)."""
+    from sakura.platform.store import StoreError, open_store
+
+    if not open_store(uri, retry=None).root_exists():
+        raise StoreError(f"store {uri} does not exist: nothing to serve (build a library into it first)")
 
 
 def run_app(store: str, *, host: str = "127.0.0.1", port: int = 0, name: str = "sakura", num_replicas: int = 1,

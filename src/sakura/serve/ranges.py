@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-_RANGE = re.compile(r"^bytes=(\d{0,19})-(\d{0,19})$")
+#: ASCII digits only (``\d`` would also match "١", which ``int()`` reads as 1).
+_RANGE = re.compile(r"bytes=([0-9]{0,19})-([0-9]{0,19})")
 
 
 class RangeNotSatisfiable(ValueError):
@@ -13,7 +14,7 @@ class RangeNotSatisfiable(ValueError):
 
 def parse_range(header: str, size: int) -> tuple[int, int] | None:
     """``[start, end)`` for a satisfiable single range; None to ignore the header (multi or malformed)."""
-    m = _RANGE.match(header.strip())
+    m = _RANGE.fullmatch(header.strip())
     if m is None:
         return None
     first, last = m.group(1), m.group(2)

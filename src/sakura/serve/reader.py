@@ -1,9 +1,14 @@
 """Catalogue, manifests and shard bytes for the service, through the cache tiers.
 
-Numeric versions are immutable, so their manifests are cached for good; alias lookups are
-cached for ``alias_ttl_s``. A shard is read memory -> disk -> store (one ranged read of its
-payload); bytes from any lower tier are checked against the manifest's sha256 before they are
-cached or returned.
+A shard is read memory -> disk -> store (one ranged read of its payload); bytes from any lower
+tier are checked against the manifest's sha256 before they are cached or returned. Alias lookups
+are cached for ``alias_ttl_s``; so are numeric manifests, which are then revalidated (one
+``head`` of the manifest) so a version that ``gc`` deleted stops being served.
+
+"Not there" is a 404 only when the store could have had it: a store whose root (directory,
+bucket) is gone is an outage (503), and an object a manifest lists but the store lacks is a
+store fault (503), unless its version was deleted meanwhile (404). Answers never carry a store
+path, URI or key: those go to the log (logger ``sakura.serve``).
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from dataclasses import dataclass
 from sakura.platform import layout
 from sakura.platform.ids import validate_template_id
 from sakura.platform.levelfile import ShardIntegrityError, verify_payload
-from sakura.platform.library import LibraryError, TemplateLibrary
+from sakura.platform.library import AliasUnreadable, LibraryError, TemplateLibrary, VersionRetired
 from sakura.platform.manifest import Manifest, ShardLocation
-from sakura.platform.store import ObjectStore, TransientStoreError, open_store
+from sakura.platform.store import NotFound, ObjectStore, RetryingStore, StoreError, TransientStoreError, open_store
+from sakura.serve import errors
 from sakura.serve.caches import DiskLRU, MemoryLRU
 from sakura.serve.config import ServeConfig
 from sakura.serve.metrics import ServeMetrics
@@ -43,26 +49,47 @@ class ShardRef:
     location: ShardLocation
 
 
+def public_manifest(manifest: Manifest) -> bytes:
+    """The manifest as served: without the storage tiers' root URIs (phones never need them)."""
+    if all(level.store is None for level in manifest.levels):
+        return manifest.to_bytes()
+    levels = [level.model_copy(update={"store": None}) for level in manifest.levels]
+    return manifest.model_copy(update={"levels": levels}).to_bytes()
+
+
 class ShardReader:
     def __init__(self, config: ServeConfig, metrics: ServeMetrics) -> None:
         self.config, self.metrics = config, metrics
-        self.library = TemplateLibrary(open_store(config.store))
+        self._root = open_store(config.store, retry=None)  # probed read-only: never created, never retried
+        self.library = TemplateLibrary(RetryingStore(self._root))
         self._stores: dict[str, ObjectStore] = {config.store: self.library.store}
         self.memory = MemoryLRU(config.memory_cache_bytes)
         self.disk = DiskLRU(config.disk_cache_dir, config.disk_cache_bytes) if config.disk_cache_dir else None
-        self._manifests: collections.OrderedDict[tuple[str, int], Manifest] = collections.OrderedDict()
+        self._manifests: collections.OrderedDict[tuple[str, int], tuple[float, Manifest]] = collections.OrderedDict()
         self._aliases: dict[tuple[str, str], tuple[float, int]] = {}
+        self._root_seen: tuple[float, bool] | None = None
         self._lock = threading.Lock()
 
     # -- catalogue -----------------------------------------------------------------------
     def catalogue(self) -> list[dict]:
-        return [{"id": t, "aliases": self.library.aliases(t)} for t in self.library.templates()]
+        try:
+            out = [{"id": t, "aliases": self.library.aliases(t)} for t in self.library.templates()]
+        except NotFound as exc:  # S3 answers a listing of a missing bucket with a 404
+            raise self._fault(exc) from None
+        if not out and not self._root_present():
+            raise errors.store_outage()
+        return out
 
     def versions(self, template_id: str) -> dict:
-        versions = self.library.versions(validate_template_id(template_id))
+        validate_template_id(template_id)
+        try:
+            versions = self.library.versions(template_id)
+            aliases = self.library.aliases(template_id) if versions else {}
+        except NotFound as exc:
+            raise self._fault(exc) from None
         if not versions:
-            raise LibraryError(f"unknown template {template_id!r}")
-        return {"id": template_id, "versions": versions, "aliases": self.library.aliases(template_id)}
+            raise self._missing(f"unknown template {template_id!r}")
+        return {"id": template_id, "versions": versions, "aliases": aliases}
 
     # -- manifests -----------------------------------------------------------------------
     def resolve(self, template_id: str, ref: str) -> tuple[int, bool]:
@@ -76,23 +103,47 @@ class ShardReader:
             cached = self._aliases.get((template_id, ref))
         if cached and now - cached[0] < self.config.alias_ttl_s:
             return cached[1], True
-        version = self.library.resolve(template_id, ref)
+        try:
+            version = self.library.resolve(template_id, ref)
+        except LibraryError:
+            raise self._missing(f"template {template_id!r} has no alias {ref!r}") from None
         with self._lock:
             self._aliases[(template_id, ref)] = (now, version)
         return version, True
 
     def manifest(self, template_id: str, version: int) -> Manifest:
-        key = (template_id, version)
+        """A published manifest; a cached one is checked to still exist every ``alias_ttl_s``."""
+        key, now = (template_id, version), time.monotonic()
         with self._lock:
-            if key in self._manifests:
+            cached = self._manifests.get(key)
+            if cached is not None:
                 self._manifests.move_to_end(key)
-                return self._manifests[key]
-        manifest = self.library.manifest(template_id, version)
+        if cached is not None:
+            checked, manifest = cached
+            if now - checked < self.config.alias_ttl_s:
+                return manifest
+            if not self._still_published(template_id, version):
+                raise self._gone(template_id, version)
+        else:
+            try:
+                manifest = self.library.manifest(template_id, version)
+            except LibraryError:
+                raise self._gone(template_id, version) from None
         with self._lock:
-            self._manifests[key] = manifest
+            self._manifests[key] = (now, manifest)
             while len(self._manifests) > self.config.manifest_cache_entries:
                 self._manifests.popitem(last=False)
         return manifest
+
+    def _still_published(self, template_id: str, version: int) -> bool:
+        """Whether a cached manifest is still in the store: one attempt, and True if the store
+        cannot answer now (an outage must not stop cached versions being served)."""
+        try:
+            return self._root.head(layout.manifest_key(template_id, version)) is not None
+        except TransientStoreError as exc:
+            self.metrics.store_errors.labels("unavailable").inc()
+            log.warning("cannot revalidate %s v%s now, serving it from the cache: %s", template_id, version, exc)
+            return True
 
     def forget_alias(self, template_id: str, alias: str) -> None:
         with self._lock:
@@ -120,6 +171,8 @@ class ShardReader:
         except TransientStoreError:
             self.metrics.store_errors.labels("unavailable").inc()
             raise
+        except NotFound as exc:
+            raise self._lost(manifest, exc) from None
         try:
             verify_payload(data, ref.location)
         except ShardIntegrityError:
@@ -133,9 +186,69 @@ class ShardReader:
             self.disk.put(sha, data)
         return Shard(data, sha, "store")
 
-    def set_alias(self, template_id: str, alias: str, version: int) -> None:
-        self.library.set_alias(validate_template_id(template_id), layout.validate_alias(alias), version)
-        self.forget_alias(template_id, alias)
+    def set_alias(self, template_id: str, alias: str, version: int, *, force: bool = False) -> None:
+        """Point ``alias`` at ``version``; ``force`` overwrites an alias whose document is unreadable."""
+        validate_template_id(template_id)
+        layout.validate_alias(alias)
+        try:
+            self.library.set_alias(template_id, alias, version, force=force)
+        except AliasUnreadable as exc:
+            log.warning("alias %s of %s not moved: %s", alias, template_id, exc)
+            raise errors.ApiError(409, "alias_unreadable", f"alias {alias!r} of {template_id!r} is unreadable; "
+                                  'send {"version": N, "force": true} to overwrite it') from None
+        except VersionRetired as exc:
+            log.info("alias %s of %s not moved: %s", alias, template_id, exc)
+            raise errors.ApiError(409, "version_retired", f"version {version} of {template_id!r} is being deleted "
+                                  "by gc; point the alias at another version") from None
+        except LibraryError as exc:
+            log.info("alias %s of %s not moved to v%s: %s", alias, template_id, version, exc)
+            raise self._missing(f"template {template_id!r} has no published version {version}") from None
+        finally:
+            self.forget_alias(template_id, alias)
+
+    # -- store faults --------------------------------------------------------------------
+    def _root_present(self) -> bool:
+        """Whether the store's root exists (cached for ``alias_ttl_s``; asked only when something is missing)."""
+        now = time.monotonic()
+        with self._lock:
+            seen = self._root_seen
+        if seen is not None and now - seen[0] < self.config.alias_ttl_s:
+            return seen[1]
+        try:
+            present = self._root.root_exists()
+        except StoreError as exc:
+            log.error("store %s cannot be probed: %s", self._root.uri, exc)
+            present = False
+        if not present:
+            log.error("store root %s does not exist or cannot be read: answering 503", self._root.uri)
+        with self._lock:
+            self._root_seen = (now, present)
+        return present
+
+    def _missing(self, message: str) -> errors.ApiError:
+        """A 404 for what the library lacks, unless the store's root is gone (an outage)."""
+        return errors.not_found(message) if self._root_present() else errors.store_outage()
+
+    def _gone(self, template_id: str, version: int) -> errors.ApiError:
+        """The version's manifest is not in the store: forget it and everything resolved to it."""
+        with self._lock:
+            self._manifests.pop((template_id, version), None)
+            for key in [k for k, (_, v) in self._aliases.items() if k[0] == template_id and v == version]:
+                del self._aliases[key]
+        return self._missing(f"template {template_id!r} has no version {version}")
+
+    def _lost(self, manifest: Manifest, exc: NotFound) -> errors.ApiError:
+        """A level file is missing: its version was deleted (404), or the store lost it (503)."""
+        if self.library.store.head(layout.manifest_key(manifest.template_id, manifest.version)) is None:
+            return self._gone(manifest.template_id, manifest.version)
+        return self._fault(exc)
+
+    def _fault(self, exc: StoreError) -> errors.ApiError:
+        self.metrics.store_errors.labels("missing").inc()
+        if not self._root_present():
+            return errors.store_outage()
+        log.error("store fault: %s", exc)
+        return errors.store_fault()
 
     def _store(self, uri: str) -> ObjectStore:
         with self._lock:

@@ -9,16 +9,14 @@ from fastapi.testclient import TestClient
 
 from sakura.serve.api import create_api
 from sakura.serve.config import ServeConfig
-from tests.helpers import make_library
+from sakura.serve.ranges import parse_range
 
 ADMIN = "s3cret-admin"
 
 
 @pytest.fixture(scope="module")
-def library_uri(tmp_path_factory):
-    uri = f"file://{tmp_path_factory.mktemp('lib')}"
-    make_library(uri, ["skimage:brick", "skimage:grass"])
-    return uri
+def library_uri(built_library):
+    return f"file://{built_library}"
 
 
 @pytest.fixture
@@ -77,6 +75,14 @@ def test_shard_bytes_etag_304_and_ranges(client):
     ("/v1/templates/tpl/versions/no_such_alias/manifest", 404, "not_found"),
     ("/v1/templates/tpl/versions/-1/manifest", 400, "invalid_request"),
     ("/v1/templates/tpl/versions/99999999999999999999/manifest", 400, "invalid_request"),
+    # Numbers from URLs are canonical ASCII decimal only (issue 12, item 7).
+    ("/v1/templates/tpl/versions/%C2%B2/manifest", 400, "invalid_request"),
+    ("/v1/templates/tpl/versions/%D9%A1/manifest", 400, "invalid_request"),
+    ("/v1/templates/tpl/versions/01/manifest", 400, "invalid_request"),
+    (shard_url(version="%D9%A1"), 400, "invalid_request"),
+    (shard_url(shard="%D9%A1"), 400, "invalid_shard"),
+    (shard_url(shard="%C2%B2"), 400, "invalid_shard"),
+    (shard_url(shard="01"), 400, "invalid_shard"),
     (shard_url(shard="-1"), 400, "invalid_shard"),
     (shard_url(shard="99999999999999999999999"), 400, "invalid_shard"),
     (shard_url(shard="abc"), 400, "invalid_shard"),
@@ -90,6 +96,16 @@ def test_bad_requests_get_typed_errors(client, url, status, code):
     r = client.get(url)
     assert r.status_code == status, r.text
     assert r.json()["code"] == code
+
+
+@pytest.mark.parametrize("header, span", [
+    ("bytes=1-5", (1, 6)),
+    ("bytes=\u0661-\u0665", None),  # Arabic-Indic digits: int() reads them, the header grammar does not
+    ("bytes=\uff11-", None),  # fullwidth 1
+    ("bytes=-\u0663", None),
+])
+def test_range_headers_take_ascii_digits_only(header, span):
+    assert parse_range(header, 100) == span
 
 
 def test_alias_update_needs_the_admin_token(client):

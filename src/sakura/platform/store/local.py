@@ -134,6 +134,9 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StoreError(f"store {self.uri} is not writable: {exc}") from exc
 
+    def root_exists(self) -> bool:
+        return self.root.is_dir()
+
     @contextlib.contextmanager
     def _temp(self, path: Path, data: bytes) -> Iterator[str]:
         try:

@@ -71,3 +71,6 @@ class RetryingStore(ObjectStore):
 
     def check_reachable(self) -> None:
         self._call(self.inner.check_reachable)
+
+    def root_exists(self) -> bool:
+        return self._call(self.inner.root_exists)

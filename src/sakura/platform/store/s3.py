@@ -107,6 +107,13 @@ class S3Store(ObjectStore):
         with self._errors("/"):
             self._client.head_bucket(Bucket=self.bucket)
 
+    def root_exists(self) -> bool:
+        try:
+            self.check_reachable()
+        except NotFound:
+            return False
+        return True
+
     def presigned_url(self, key: str, expires_s: int = 300) -> str:
         return self._client.generate_presigned_url(
             "get_object", Params={"Bucket": self.bucket, "Key": self._key(key)}, ExpiresIn=expires_s
