@@ -22,7 +22,7 @@ def free_port() -> int:
 class ApiServer:
     """``sakura.serve.api`` (the same app Ray Serve runs) on uvicorn in a thread."""
 
-    def __init__(self, store: str, **config: object) -> None:
+    def __init__(self, store: str, *, keep_alive_s: int = 5, **config: object) -> None:
         import uvicorn
 
         from sakura.serve.api import create_api
@@ -31,7 +31,8 @@ class ApiServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         app = create_api(ServeConfig(store=store, **config))
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                     timeout_keep_alive=keep_alive_s))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
     def __enter__(self) -> "ApiServer":

@@ -9,7 +9,17 @@ It imports :mod:`sakura.platform` and never ray, boto3, :mod:`sakura.serve` or :
 
 from sakura.edge_client.cache import ShardCache
 from sakura.edge_client.compute_model import ComputeModel
-from sakura.edge_client.errors import EditCancelled, EdgeError, PolicyError, ServerError, ShardCorrupt, TransportError
+from sakura.edge_client.errors import (
+    CachePathError,
+    ConfigError,
+    EditCancelled,
+    EdgeError,
+    PolicyError,
+    RedirectError,
+    ServerError,
+    ShardCorrupt,
+    TransportError,
+)
 from sakura.edge_client.estimator import BandwidthEstimator, Estimate
 from sakura.edge_client.link import DirectLink, Link
 from sakura.edge_client.oracle import OraclePolicy
@@ -27,10 +37,13 @@ from sakura.edge_client.policy import (
 from sakura.edge_client.session import EdgeSession, EditResult
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
 from sakura.edge_client.transport import HttpTransport, RetryPolicy
+from sakura.edge_client.urls import UrlPolicy
 
 __all__ = [
     "BandwidthEstimator",
+    "CachePathError",
     "ComputeModel",
+    "ConfigError",
     "Device",
     "DirectLink",
     "EdgeError",
@@ -47,6 +60,7 @@ __all__ = [
     "PlanContext",
     "PlanState",
     "PolicyError",
+    "RedirectError",
     "RetryPolicy",
     "RobustMPCPolicy",
     "ServerError",
@@ -59,6 +73,7 @@ __all__ = [
     "ThroughputPolicy",
     "Timeline",
     "TransportError",
+    "UrlPolicy",
     "advance",
     "make_policy",
     "policy_names",

@@ -8,7 +8,9 @@ import os
 import sys
 
 from sakura.edge_client.policy import LevelPolicy, make_policy, policy_names
+from sakura.edge_client.deadlines import MIN_USEFUL_RATE
 from sakura.edge_client.session import DEFAULT_CACHE_BUDGET, EdgeSession
+from sakura.edge_client.urls import UrlPolicy
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,7 +29,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", help="on-device shard cache directory (default: none)")
     p.add_argument("--cache-budget-mb", type=float, default=DEFAULT_CACHE_BUDGET / 2**20)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per network operation")
+    p.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds a network wait may last; with --min-rate it bounds every download (default 10)")
+    p.add_argument("--min-rate", type=float, default=MIN_USEFUL_RATE,
+                   help=f"bytes/s below which a download counts as stalled after --timeout (default {MIN_USEFUL_RATE:.0f})")
+    p.add_argument("--https-only", action="store_true", help="refuse a plain-http server URL or redirect")
+    p.add_argument("--redirect-host", action="append", metavar="HOST",
+                   help="follow redirects only to this host (repeatable; default: any http(s) host)")
     p.add_argument("--json", action="store_true", help="print the whole timeline as JSON")
     return p
 
@@ -45,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     policy = _policy(args, link)
     image = load_image(args.image)
     device = SlowDevice(args.slowdown) if args.slowdown > 1 else None
+    urls = UrlPolicy(https_only=args.https_only,
+                     redirect_hosts=frozenset(args.redirect_host) if args.redirect_host else None)
     with EdgeSession(args.server, cache_dir=args.cache_dir, cache_budget_bytes=int(args.cache_budget_mb * 2**20),
-                     api_key=os.environ.get("SAKURA_API_KEY"), timeout_s=args.timeout, link=link, device=device) as session:
+                     api_key=os.environ.get("SAKURA_API_KEY"), timeout_s=args.timeout, link=link, device=device,
+                     urls=urls, min_rate_bytes_per_s=args.min_rate) as session:
         if link is not None:
             link.start()
         result = session.edit(image, args.template, args.version, policy, seed=args.seed)

@@ -60,6 +60,7 @@ class ShardFetcher:
         self.transport, self.manifest, self.estimator, self.cache, self.clock = transport, manifest, estimator, cache, clock
         self.rank = {level.name: i for i, level in enumerate(manifest.levels)}
         self.meter = _LinkMeter()
+        self.budget = transport.edit_budget()  # the edit's network deadline
         self._active = 0  # downloads in flight
         self._lock = threading.Lock()
 
@@ -137,7 +138,7 @@ class ShardFetcher:
             alone = self._active == 1  # nothing else queued on the link: the first byte times the round trip
         try:
             got = self.transport.download(self.path(index, level), sha256=location.sha256, length=location.length,
-                                          progress=progress, cancel=cancel)
+                                          progress=progress, cancel=cancel, budget=self.budget)
         finally:
             timer.cancel()
             with self._lock:

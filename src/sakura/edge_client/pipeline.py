@@ -7,7 +7,8 @@ model's replay loop, which reads each shard from a :class:`StreamingKV` when the
 needs it starts (blocking there is a *stall*). Queues are bounded: the fetcher is at most
 ``max_ahead`` encoded shards ahead of the decoder, and the decoder at most ``max_ahead``
 decoded shards ahead of the model, so memory stays bounded by the window, not the template.
-The first error of any stage cancels the others and is raised to the caller.
+The first error of any stage stops every stage at once (downloads in flight are aborted by the
+transport's watchdog, nobody waits for them) and is raised to the caller; so is a cancel.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ import queue
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from typing import Callable, TypeVar
 
 from sakura.edge_client.compute_model import ComputeModel
-from sakura.edge_client.errors import EditCancelled, EdgeError
+from sakura.edge_client.errors import EditCancelled, PolicyError
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetcher import ShardFetcher
 from sakura.edge_client.planning import PlanContext, ShardOption, level_utility, normalised_weights
 from sakura.edge_client.policy import LevelPolicy
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
+from sakura.edge_client.validation import ShardLimits
 from sakura.platform.codec import decode_shard
 from sakura.platform.errors import CodecError
 from sakura.platform.kv import KVPair, ShardKey
@@ -33,6 +36,9 @@ from sakura.platform.manifest import Manifest
 
 T = TypeVar("T")
 _POLL_S = 0.05
+#: How long ``run`` waits for its stage threads once it is done; they are daemons that stop on
+#: their own (downloads are aborted, a decode finishes), so a cancel is never held up by them.
+_JOIN_S = 0.2
 
 
 class Device:
@@ -51,13 +57,14 @@ class EditPipeline:
         estimator: BandwidthEstimator,
         compute_model: ComputeModel,
         *,
+        limits: ShardLimits,
         clock: Callable[[], float],
         cancel: threading.Event | None = None,
         device: Device | None = None,
         max_ahead: int = 2,
         max_in_flight: int = 4,
     ) -> None:
-        self.manifest, self.fetcher, self.policy = manifest, fetcher, policy
+        self.manifest, self.fetcher, self.policy, self.limits = manifest, fetcher, policy, limits
         self.estimator, self.compute_model, self.clock = estimator, compute_model, clock
         self.device = device or Device()
         if max_in_flight < 1:
@@ -102,8 +109,9 @@ class EditPipeline:
             raise
         finally:
             self._stop.set()
+            deadline = time.monotonic() + _JOIN_S
             for t in threads:
-                t.join(timeout=30)
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
             self.timeline.compute_end = self.clock()
 
     def _guard(self, stage: Callable[[], None]) -> None:
@@ -128,37 +136,57 @@ class EditPipeline:
         at most ``max_in_flight`` outstanding (small shards on a long link need several in flight
         to keep it busy); responses are handed to the decoder in order."""
         in_flight: collections.deque[tuple[Future, threading.Event]] = collections.deque()
-        with ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="sakura-download") as pool:
+        pool = ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="sakura-download")
+        try:
             for index in range(len(self.manifest.shards)):
                 if len(in_flight) >= self.max_in_flight:
-                    self._put(self._encoded, in_flight.popleft()[0].result())
+                    self._hand_over(in_flight.popleft()[0])
                 if in_flight:
                     self._wait(in_flight[-1][1], in_flight[-1][0])
                 while in_flight and in_flight[0][0].done():
-                    self._put(self._encoded, in_flight.popleft()[0].result())
+                    self._hand_over(in_flight.popleft()[0])
                 if self._stopped():
                     break
                 near_done = threading.Event()
-                in_flight.append((pool.submit(self._fetch_one, index, near_done), near_done))
+                future = pool.submit(self._fetch_one, index, near_done)
+                future.add_done_callback(self._fail_fast)
+                in_flight.append((future, near_done))
             while in_flight and not self._stopped():
-                self._put(self._encoded, in_flight.popleft()[0].result())
+                self._hand_over(in_flight.popleft()[0])
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # downloads still running are being aborted
+
+    def _fail_fast(self, future: Future) -> None:
+        """A download failed: stop everything now, not when its turn to be handed over comes."""
+        if not future.cancelled() and future.exception() is not None:
+            self._fail(future.exception())
+
+    def _hand_over(self, future: Future) -> None:
+        while not future.done() and not self._stopped():
+            futures_wait([future], timeout=_POLL_S)
+        if not self._stopped():
+            self._put(self._encoded, future.result())
 
     def _fetch_one(self, index: int, near_done: threading.Event) -> tuple[int, str, bytes]:
         try:
             timing = self.timeline.shards[index]
             timing.chosen_at = self.clock()
-            level = self.policy.choose(self.context(index))
-            if level not in self._levels:
-                raise EdgeError(f"policy {self.policy.name} chose unknown level {level!r}")
+            level = self._known(self.policy.choose(self.context(index)), "chose")
 
             def abandon(current: str, received: int, rate: float) -> str | None:
-                return self.policy.abandon(self.context(index), current, received, rate)
+                smaller = self.policy.abandon(self.context(index), current, received, rate)
+                return None if smaller is None else self._known(smaller, "switched to")
 
             level, data = self.fetcher.fetch(index, level, timing, abandon, self._abort, near_done)
             timing.level = level
             return index, level, data
         finally:
             near_done.set()
+
+    def _known(self, level: object, verb: str) -> str:
+        if level not in self._levels:
+            raise PolicyError(f"policy {self.policy.name} {verb} level {level!r}; the template has {list(self._levels)}")
+        return level  # type: ignore[return-value]
 
     def _wait(self, event: threading.Event, future: Future) -> None:
         while not event.wait(_POLL_S) and not future.done() and not self._stopped():
@@ -189,9 +217,10 @@ class EditPipeline:
                 return
             index, level, data = item
             started = time.perf_counter()
-            entry = self.manifest.shards[index]
+            geometry = self.limits.geometry
             try:
-                pair = decode_shard(data, expected_shape=tuple(entry.shape))
+                pair = decode_shard(data, expected_shape=geometry.shape, expected_dtype=geometry.dtype,
+                                    max_output_bytes=self.limits.max_output_bytes)
             except CodecError as exc:
                 raise CodecError(f"shard {index} ({level}) passed its sha256 but does not decode: {exc}") from None
             seconds = time.perf_counter() - started

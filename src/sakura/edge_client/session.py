@@ -1,8 +1,9 @@
 """The client an app embeds: ``EdgeSession(server_url).edit(image, template)``.
 
-It fetches the template's manifest, checks it was built for the model on this device, and runs
-the model's replay path while the pipeline streams shards in at the levels the policy picks.
-Only template id, version, shard index and level leave the device: the photo never does.
+It fetches the template's manifest, checks it was built for the model on this device and that
+everything in it fits that model (:mod:`~sakura.edge_client.validation`), and runs the model's
+replay path while the pipeline streams shards in at the levels the policy picks. Only template
+id, version, shard index and level leave the device: the photo never does.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from sakura.edge_client.link import Link
 from sakura.edge_client.pipeline import Device, EditPipeline
 from sakura.edge_client.policy import LevelPolicy, make_policy
 from sakura.edge_client.timeline import Timeline
-from sakura.edge_client.transport import HttpTransport, RetryPolicy
+from sakura.edge_client.transport import MIN_USEFUL_RATE, HttpTransport, RetryPolicy
+from sakura.edge_client.urls import UrlPolicy
+from sakura.edge_client.validation import MAX_EDIT_STEPS, accept_manifest, check_request
 from sakura.platform import layout
 from sakura.platform.errors import ModelError
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import fit_image
-from sakura.platform.manifest import Manifest, ManifestError, ModelRef
-from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_model
+from sakura.platform.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, ModelRef
+from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_named_model
 
 DEFAULT_CACHE_BUDGET = 256 << 20
 
@@ -56,14 +59,24 @@ class EdgeSession:
         timeout_s: float = 10.0,
         retry: RetryPolicy = RetryPolicy(),
         link: Link | None = None,
-        models: Callable[[str], ModelAdapter] = load_model,
+        models: Callable[[str], ModelAdapter] = load_named_model,
         device: Device | None = None,
+        urls: UrlPolicy = UrlPolicy(),
+        min_rate_bytes_per_s: float = MIN_USEFUL_RATE,
+        max_steps: int = MAX_EDIT_STEPS,
     ) -> None:
-        self.transport = HttpTransport(server_url, api_key=api_key, timeout_s=timeout_s, retry=retry, link=link)
+        """``models`` maps the model name a manifest names to this device's model; the default
+        loads named models only (a name from the network never becomes a path). ``urls`` says
+        which servers and redirect targets the client talks to; ``timeout_s`` bounds each network
+        wait and, with ``min_rate_bytes_per_s``, every download; ``max_steps`` bounds the model passes
+        a template may ask of this device (see the README's security model)."""
+        self.transport = HttpTransport(server_url, api_key=api_key, timeout_s=timeout_s, retry=retry, link=link,
+                                       urls=urls, min_rate_bytes_per_s=min_rate_bytes_per_s)
         self.cache = ShardCache(cache_dir, cache_budget_bytes) if cache_dir is not None else None
         self.estimator = BandwidthEstimator()
         self.compute_model = ComputeModel()
         self.device = device
+        self.max_steps = max_steps
         self._load_model = models
         self._models: dict[str, ModelAdapter] = {}
         self._lock = threading.Lock()
@@ -76,9 +89,11 @@ class EdgeSession:
 
     def close(self) -> None:
         self.transport.close()
+        if self.cache is not None:
+            self.cache.close()
 
     # -- manifests -----------------------------------------------------------------------
-    def manifest(self, template: str, version: int | str = "latest") -> Manifest:
+    def manifest(self, template: str, version: int | str = "latest", *, cancel: threading.Event | None = None) -> Manifest:
         """The manifest of ``template`` at a version number or alias (numeric ones come from the cache)."""
         validate_template_id(template)
         number = layout.version_ref(version)
@@ -86,11 +101,16 @@ class EdgeSession:
         if number is not None and self.cache is not None:
             cached = self.cache.read_manifest(template, number)
             if cached is not None:
-                return Manifest.from_bytes(cached)
-        body = self.transport.get(f"/v1/templates/{template}/versions/{version}/manifest").body
+                try:
+                    manifest = Manifest.from_bytes(cached)
+                    check_request(manifest, template, number)
+                    return manifest
+                except ManifestError:
+                    pass  # written by an older client, or damaged: fetch it again
+        body = self.transport.get(f"/v1/templates/{template}/versions/{version}/manifest", cancel=cancel,
+                                  limit=MAX_MANIFEST_BYTES).body
         manifest = Manifest.from_bytes(body)
-        if manifest.template_id != template or (number is not None and manifest.version != number):
-            raise ManifestError(f"asked for {template} v{version}, the server sent {manifest.template_id} v{manifest.version}")
+        check_request(manifest, template, number)
         if self.cache is not None:
             self.cache.write_manifest(template, manifest.version, body)
         return manifest
@@ -121,15 +141,16 @@ class EdgeSession:
         origin = time.monotonic()
         clock = lambda: time.monotonic() - origin  # noqa: E731
         chosen = make_policy(policy) if isinstance(policy, str) else policy
-        manifest = self.manifest(template, version)
+        manifest = self.manifest(template, version, cancel=cancel)
         adapter = self.model_for(manifest.model)
-        request = EditRequest(fit_image(np.asarray(image), manifest.resolution), seed=seed)
+        limits = accept_manifest(manifest, adapter, max_steps=self.max_steps)
+        request = EditRequest(fit_image(np.asarray(image), adapter.resolution), seed=seed)
         schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
         if self.cache is not None:
             self.cache.touch(template)
         fetcher = ShardFetcher(self.transport, manifest, self.estimator, self.cache, clock)
         pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
-                                clock=clock, cancel=cancel, device=self.device)
+                                limits=limits, clock=clock, cancel=cancel, device=self.device)
         pipeline.timeline.manifest_s = clock()
         latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule))
         result = adapter.latent_to_image(latent)

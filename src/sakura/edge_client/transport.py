@@ -1,15 +1,21 @@
-"""HTTP transport for the shard API: keep-alive, timeouts, retries, resume, integrity.
+"""HTTP transport for the shard API: keep-alive, timeouts, deadlines, retries, resume, integrity.
 
 Standard library only (``http.client``), so the phone-side library pulls in no HTTP stack.
 Every shard is verified against the manifest's length and sha256 before it is returned; a
 mismatch is refetched from scratch, never used. An interrupted shard resumes with a ``Range``
 request guarded by ``If-Range`` (the shard's strong ETag). In redirect mode the server answers
-307 with ``X-Sakura-Range``; the client reads those bytes from the redirect target, without
-sending it the API key.
+307 with ``X-Sakura-Range``; the client reads exactly those bytes from the redirect target.
+
+Nothing the server says sizes a read: a document is capped by the caller's limit, a shard by the
+length the session checked against the model. Time is bounded too (:mod:`.deadlines`): every
+operation must keep up a minimum useful rate, and a watchdog (:mod:`.connections`) unblocks a
+request that falls behind, is cancelled or outlives the transport. Redirects follow
+:class:`~sakura.edge_client.urls.UrlPolicy` and never carry the API key.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
@@ -17,16 +23,21 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
-from urllib.parse import urljoin, urlsplit
+from typing import Callable, Iterator
 
-from sakura.edge_client.errors import EditCancelled, ServerError, ShardCorrupt, TransportError
+from sakura.edge_client.connections import ConnectionPool, Watch
+from sakura.edge_client.deadlines import MIN_USEFUL_RATE, STALLED, NetworkBudget, Operation, Retryable
+from sakura.edge_client.errors import EditCancelled, EdgeError, RedirectError, ServerError, ShardCorrupt, TransportError
 from sakura.edge_client.link import DirectLink, Link
+from sakura.edge_client.urls import Origin, UrlPolicy, origin, request_target
 
 USER_AGENT = "sakura-edge/1"
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
 MAX_ERROR_BODY = 64 << 10
 MAX_JSON_BODY = 16 << 20
+#: Pooled connections older than this are not reused (uvicorn closes idle ones after 5 s).
+IDLE_S = 4.0
 
 #: Called with (bytes received so far, expected total) after every chunk; may raise :class:`Abandon`.
 Progress = Callable[[int, int], None]
@@ -59,7 +70,7 @@ class Reply:
     def json(self) -> dict:
         try:
             value = json.loads(self.body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise ServerError(self.status, "bad_json", "the server's answer is not JSON") from None
         if not isinstance(value, dict):
             raise ServerError(self.status, "bad_json", "the server's answer is not a JSON object")
@@ -76,12 +87,6 @@ class Download:
     resumed: int
 
 
-class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
 class HttpTransport:
     def __init__(
         self,
@@ -92,30 +97,36 @@ class HttpTransport:
         retry: RetryPolicy = RetryPolicy(),
         link: Link | None = None,
         chunk_bytes: int = 16 << 10,
+        urls: UrlPolicy = UrlPolicy(),
+        min_rate_bytes_per_s: float = MIN_USEFUL_RATE,
+        idle_s: float = IDLE_S,
     ) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"server URL must be http(s)://host[:port][/prefix], got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
+        self.urls = urls
+        self.base_url = urls.server(base_url)
         self.api_key, self.timeout_s, self.retry = api_key, timeout_s, retry
+        self.min_rate = min_rate_bytes_per_s
         self.link: Link = link or DirectLink()
         self.chunk_bytes = chunk_bytes
-        self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
-        self._lock = threading.Lock()
+        self.pool = ConnectionPool(timeout_s=timeout_s, idle_s=idle_s)
 
     # -- public --------------------------------------------------------------------------
-    def get(self, path: str, headers: dict[str, str] | None = None, *, cancel: threading.Event | None = None) -> Reply:
-        """GET a small document (catalogue, manifest); retries transient failures."""
+    def get(self, path: str, headers: dict[str, str] | None = None, *, cancel: threading.Event | None = None,
+            limit: int = MAX_JSON_BODY) -> Reply:
+        """GET a small document (catalogue, manifest) of at most ``limit`` bytes; retries transient failures."""
+        op = self._operation(path, cancel, None)
         for attempt in range(1, self.retry.attempts + 1):
+            op.begin_attempt()
             try:
-                status, resp_headers, body = self._request(self.base_url + path, self._headers(headers), MAX_JSON_BODY)
+                status, resp_headers, body = self._document(self.base_url + path, self._headers(headers), limit, op)
                 if status in RETRYABLE_STATUS:
-                    raise _Retryable(f"HTTP {status}", _retry_after(resp_headers))
+                    raise Retryable(f"HTTP {status}", _retry_after(resp_headers))
                 if status >= 400:
                     raise _server_error(status, body)
                 return Reply(status, resp_headers, body)
-            except (OSError, http.client.HTTPException, _Retryable) as exc:
-                self._backoff_or_raise(attempt, exc, path, cancel)
+            except EdgeError:
+                raise
+            except (OSError, http.client.HTTPException, Retryable) as exc:
+                self._backoff_or_raise(attempt, exc, path, op)
         raise AssertionError("unreachable")
 
     def download(
@@ -126,115 +137,107 @@ class HttpTransport:
         length: int,
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
+        budget: NetworkBudget | None = None,
     ) -> Download:
         """Fetch one shard's bytes, resuming after interruptions; raises :class:`Abandon` from ``progress``."""
+        op = self._operation(path, cancel, budget)
         received = bytearray()
-        requested_at = time.monotonic()
         first_byte_at: float | None = None
         attempt = resumed = corrupt = 0
-        while True:
-            attempt += 1
-            try:
-                if received:
-                    resumed += 1
-                got = self._stream_into(path, received, sha256, length, progress, cancel)
-                first_byte_at = first_byte_at or got
-                if len(received) == length and hashlib.sha256(received).hexdigest() == sha256:
-                    return Download(bytes(received), requested_at, first_byte_at, time.monotonic(), attempt, resumed)
-                corrupt += 1
-                received.clear()
-                if corrupt >= self.retry.attempts:
-                    raise ShardCorrupt(f"{path}: {corrupt} copies failed their sha256/length check")
-            except (OSError, http.client.HTTPException, _Retryable) as exc:
-                self._backoff_or_raise(attempt - corrupt, exc, path, cancel)
+        with budget.busy() if budget is not None else contextlib.nullcontext():
+            while True:
+                attempt += 1
+                op.begin_attempt()
+                try:
+                    if received:
+                        resumed += 1
+                    got = self._stream_into(self.base_url + path, received, sha256, length, progress, op)
+                    first_byte_at = first_byte_at or got
+                    if len(received) == length and hashlib.sha256(received).hexdigest() == sha256:
+                        return Download(bytes(received), op.start, first_byte_at or op.start, time.monotonic(), attempt, resumed)
+                    corrupt += 1
+                    received.clear()
+                    if corrupt >= self.retry.attempts:
+                        raise ShardCorrupt(f"{path}: {corrupt} copies failed their sha256/length check")
+                except EdgeError:
+                    raise
+                except (OSError, http.client.HTTPException, Retryable) as exc:
+                    self._backoff_or_raise(attempt - corrupt, exc, path, op)
 
     def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, {}
-        for conns in idle.values():
-            for conn in conns:
-                conn.close()
+        """Close every connection; downloads in flight stop with a :class:`TransportError`."""
+        self.pool.close()
 
-    # -- one attempt ---------------------------------------------------------------------
+    def _operation(self, what: str, cancel: threading.Event | None, budget: NetworkBudget | None) -> Operation:
+        return Operation(what, timeout_s=self.timeout_s, min_rate=self.min_rate, cancel=cancel, budget=budget,
+                         closed=lambda: self.pool.closed)
+
+    def edit_budget(self) -> NetworkBudget:
+        """A fresh per-edit deadline (see :class:`NetworkBudget`)."""
+        return NetworkBudget(self.retry.attempts * self.timeout_s, self.min_rate)
+
+    # -- one exchange, following redirects --------------------------------------------------
+    def _document(self, url: str, headers: dict[str, str], limit: int, op: Operation) -> tuple[int, dict[str, str], bytes]:
+        visited = {url}
+        while True:
+            with self._exchange(url, headers, op) as r:
+                if r.resp.status in REDIRECT_STATUS:
+                    r.drain()
+                    url = self.urls.follow(url, r.resp.getheader("Location"), visited)
+                    headers = {"User-Agent": USER_AGENT}  # credentials never go past the first hop
+                    continue
+                body = bytearray()
+                r.read_into(body, limit, None, exact=False)
+                return r.resp.status, {k.lower(): v for k, v in r.resp.getheaders()}, bytes(body)
+
     def _stream_into(
-        self, path: str, received: bytearray, sha256: str, length: int,
-        progress: Progress | None, cancel: threading.Event | None,
+        self, url: str, received: bytearray, sha256: str, length: int, progress: Progress | None, op: Operation,
     ) -> float | None:
-        """One request, appending body bytes to ``received``; returns the first byte's time."""
-        headers = self._headers(None)
-        if received:
-            headers.update({"Range": f"bytes={len(received)}-", "If-Range": f'"{sha256}"'})
-        url = self.base_url + path
-        conn, resp = self._open(url, headers)
-        with _Response(self, url, conn, resp) as r:
-            if resp.status == 307:
-                r.drain()
-                target, span = _redirect_target(url, resp)
-                return self._stream_redirect(target, span, received, length, progress, cancel)
-            self._check_status(resp, received, length)
-            return r.read_into(received, length, progress, cancel)
+        """One attempt, appending body bytes to ``received``; returns the first byte's time."""
+        headers = self._headers(_resume_headers(received, sha256))
+        span: tuple[int, int] | None = None  # the payload's bytes in the redirect target (X-Sakura-Range)
+        visited = {url}
+        while True:
+            with self._exchange(url, headers, op) as r:
+                if r.resp.status in REDIRECT_STATUS:
+                    r.drain()
+                    span = span or _sakura_range(r.resp, length)
+                    url = self.urls.follow(url, r.resp.getheader("Location"), visited)
+                    headers = {"User-Agent": USER_AGENT, **(_span_headers(span, received) if span
+                                                            else _resume_headers(received, sha256))}
+                    continue
+                if span is not None:
+                    _check_span(r, span, received)
+                else:
+                    _check_status(r, received)
+                return r.read_into(received, length, progress)
 
-    def _stream_redirect(
-        self, url: str, span: tuple[int, int], received: bytearray, length: int,
-        progress: Progress | None, cancel: threading.Event | None,
-    ) -> float | None:
-        start, end = span
-        if end - start + 1 != length:
-            raise ServerError(307, "bad_redirect", f"X-Sakura-Range covers {end - start + 1} bytes, the manifest {length}")
-        headers = {"User-Agent": USER_AGENT, "Range": f"bytes={start + len(received)}-{end}"}
-        conn, resp = self._open(url, headers)
-        with _Response(self, url, conn, resp) as r:
-            if resp.status != 206:
-                r.drain()
-                if resp.status in RETRYABLE_STATUS or resp.status == 200:
-                    raise _Retryable(f"redirect target answered {resp.status}")
-                raise ServerError(resp.status, "redirect_failed", f"redirect target answered {resp.status}")
-            return r.read_into(received, length, progress, cancel)
-
-    def _check_status(self, resp: http.client.HTTPResponse, received: bytearray, length: int) -> None:
-        if resp.status in RETRYABLE_STATUS:
-            raise _Retryable(f"HTTP {resp.status}", _retry_after(dict(resp.getheaders())))
-        if resp.status == 200:
-            received.clear()  # the server ignored our Range (or If-Range failed): start over
-        elif resp.status == 206:
-            content_range = resp.getheader("Content-Range", "")
-            if not content_range.startswith(f"bytes {len(received)}-"):
-                received.clear()
-                raise _Retryable(f"unexpected Content-Range {content_range!r}")
-        else:
-            raise _server_error(resp.status, resp.read(MAX_ERROR_BODY))
-
-    # -- connections ---------------------------------------------------------------------
-    def _open(self, url: str, headers: dict[str, str]) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        parts = urlsplit(url)
-        conn = self._take(_origin(url))
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
-        self.link.on_request()
-        try:
-            conn.request("GET", target, headers=headers)
-            return conn, conn.getresponse()
-        except BaseException:
-            conn.close()
-            raise
-
-    def _request(self, url: str, headers: dict[str, str], limit: int) -> tuple[int, dict[str, str], bytes]:
-        conn, resp = self._open(url, headers)
-        with _Response(self, url, conn, resp) as r:
-            body = bytearray()
-            r.read_into(body, limit, None, None, exact=False)
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, bytes(body)
-
-    def _take(self, origin: tuple[str, str, int]) -> http.client.HTTPConnection:
-        with self._lock:
-            pool = self._idle.get(origin)
-            if pool:
-                return pool.pop()
-        cls = http.client.HTTPSConnection if origin[0] == "https" else http.client.HTTPConnection
-        return cls(origin[1], origin[2], timeout=self.timeout_s)
-
-    def _give_back(self, url: str, conn: http.client.HTTPConnection) -> None:
-        with self._lock:
-            self._idle.setdefault(_origin(url), []).append(conn)
+    @contextlib.contextmanager
+    def _exchange(self, url: str, headers: dict[str, str], op: Operation) -> Iterator["_Response"]:
+        """Send one request under the watchdog. A reused connection that fails before any
+        response byte (the server closed it while idle) is retried once on a fresh one, without
+        counting as an attempt."""
+        op.stop_if_needed()
+        where = origin(url, self.urls.schemes)
+        for fresh in (False, True):
+            conn, reused = self.pool.take(where, fresh=fresh)
+            with self.pool.watch(conn, op.check) as watch:
+                try:
+                    self.link.on_request()
+                    conn.request("GET", request_target(url), headers=headers)
+                    resp = conn.getresponse()
+                except (OSError, http.client.HTTPException) as exc:
+                    conn.close()
+                    watch.finish()
+                    if reused and isinstance(exc, ConnectionError) and op.check() is None:
+                        continue
+                    raise
+                response = _Response(self, where, conn, resp, watch, op)
+                try:
+                    yield response
+                finally:
+                    response.finish()
+                return
 
     def _headers(self, extra: dict[str, str] | None) -> dict[str, str]:
         headers = {"User-Agent": USER_AGENT}
@@ -243,30 +246,38 @@ class HttpTransport:
         headers.update(extra or {})
         return headers
 
-    def _backoff_or_raise(self, attempt: int, exc: Exception, path: str, cancel: threading.Event | None) -> None:
+    def _backoff_or_raise(self, attempt: int, exc: Exception, path: str, op: Operation) -> None:
+        reason = op.check()
+        if reason == STALLED:
+            exc = op.error(reason)  # the watchdog cut a stalled attempt short: retried like a timeout
+        elif reason is not None:
+            raise op.error(reason) from exc
         if attempt >= self.retry.attempts:
             raise TransportError(f"{path}: gave up after {attempt} attempts: {exc or type(exc).__name__}") from exc
-        delay = self.retry.delay(attempt, getattr(exc, "retry_after", None))
-        if cancel is not None:
-            if cancel.wait(delay):
+        delay = min(self.retry.delay(attempt, getattr(exc, "retry_after", None)),
+                    max(0.0, op.deadline() - time.monotonic()) + 0.01)
+        if op.cancel is not None:
+            if op.cancel.wait(delay):
                 raise EditCancelled("the edit was cancelled")
         else:
             time.sleep(delay)
+        reason = op.check()
+        if reason not in (None, STALLED):
+            raise op.error(reason)
 
 
 class _Response:
-    """Reads one response; the connection goes back to the pool only if the body was read whole."""
+    """Reads one response; the connection goes back to the pool only if the body was read whole
+    and the watchdog never touched it."""
 
-    def __init__(self, transport: HttpTransport, url: str, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
-        self.transport, self.url, self.conn, self.resp = transport, url, conn, resp
+    def __init__(self, transport: HttpTransport, where: Origin, conn: http.client.HTTPConnection,
+                 resp: http.client.HTTPResponse, watch: Watch, op: Operation) -> None:
+        self.transport, self.where, self.conn, self.resp, self.watch, self.op = transport, where, conn, resp, watch, op
         self.complete = False
 
-    def __enter__(self) -> "_Response":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.complete and not self.resp.will_close:
-            self.transport._give_back(self.url, self.conn)
+    def finish(self) -> None:
+        if self.watch.finish() and self.complete and not self.resp.will_close:
+            self.transport.pool.give_back(self.where, self.conn)
         else:
             self.conn.close()
 
@@ -274,11 +285,9 @@ class _Response:
         self.resp.read(MAX_ERROR_BODY)
         self.complete = self.resp.isclosed()
 
-    def read_into(
-        self, out: bytearray, limit: int, progress: Progress | None, cancel: threading.Event | None, *, exact: bool = True,
-    ) -> float | None:
+    def read_into(self, out: bytearray, limit: int, progress: Progress | None, *, exact: bool = True) -> float | None:
         first: float | None = None
-        link, size = self.transport.link, self.transport.chunk_bytes
+        link, size, op = self.transport.link, self.transport.chunk_bytes, self.op
         while self.resp.length is None or self.resp.length > 0:
             chunk = self.resp.read1(size)
             if not chunk:
@@ -286,12 +295,12 @@ class _Response:
             first = first or time.monotonic()
             if len(out) + len(chunk) > limit:
                 if exact:
-                    raise _Retryable(f"response body exceeds the expected {limit} bytes")
+                    raise Retryable(f"response body exceeds the expected {limit} bytes")
                 raise ServerError(self.resp.status, "too_large", f"response exceeds {limit} bytes")
             out += chunk
+            op.got(len(chunk))
             link.on_bytes(len(chunk))
-            if cancel is not None and cancel.is_set():
-                raise EditCancelled("the edit was cancelled")
+            op.stop_if_needed()
             if progress is not None:
                 progress(len(out), limit)
         if self.resp.length:
@@ -301,21 +310,58 @@ class _Response:
         return first
 
 
-def _origin(url: str) -> tuple[str, str, int]:
-    """(scheme, host, port): the key of a connection pool."""
-    parts = urlsplit(url)
-    return parts.scheme, parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+def _resume_headers(received: bytearray, sha256: str) -> dict[str, str]:
+    return {"Range": f"bytes={len(received)}-", "If-Range": f'"{sha256}"'} if received else {}
 
 
-def _redirect_target(url: str, resp: http.client.HTTPResponse) -> tuple[str, tuple[int, int]]:
-    location, span = resp.getheader("Location"), resp.getheader("X-Sakura-Range", "")
+def _span_headers(span: tuple[int, int], received: bytearray) -> dict[str, str]:
+    return {"Range": f"bytes={span[0] + len(received)}-{span[1]}"}
+
+
+def _sakura_range(resp: http.client.HTTPResponse, length: int) -> tuple[int, int] | None:
+    """The payload's bytes at the redirect target, from our server's ``X-Sakura-Range``."""
+    span = resp.getheader("X-Sakura-Range")
+    if span is None:
+        return None  # a plain redirect (e.g. to https): the target serves the shard itself
     try:
         start, end = (int(x) for x in span.removeprefix("bytes=").split("-"))
     except ValueError:
-        raise ServerError(307, "bad_redirect", f"redirect without a valid X-Sakura-Range ({span!r})") from None
-    if not location or start < 0 or end < start:
-        raise ServerError(307, "bad_redirect", "redirect without a Location or with an empty range")
-    return urljoin(url, location), (start, end)
+        raise RedirectError(f"redirect with a malformed X-Sakura-Range ({span[:80]!r})") from None
+    if start < 0 or end - start + 1 != length:
+        raise RedirectError(f"X-Sakura-Range {span[:80]!r} does not cover the manifest's {length} bytes")
+    return start, end
+
+
+def _check_span(r: _Response, span: tuple[int, int], received: bytearray) -> None:
+    """A redirect target must answer our Range with exactly those bytes (fail fast otherwise)."""
+    status = r.resp.status
+    if status in RETRYABLE_STATUS:
+        r.drain()
+        raise Retryable(f"redirect target answered {status}", _retry_after(dict(r.resp.getheaders())))
+    if status == 200:
+        raise RedirectError("the redirect target ignored the Range request (HTTP 200 for the whole object)")
+    if status != 206:
+        raise ServerError(status, "redirect_failed", f"redirect target answered {status}")
+    start = span[0] + len(received)
+    content_range = r.resp.getheader("Content-Range", "")
+    if not content_range.startswith(f"bytes {start}-{span[1]}/"):
+        raise RedirectError(f"the redirect target sent {content_range[:80]!r} for bytes {start}-{span[1]}")
+
+
+def _check_status(r: _Response, received: bytearray) -> None:
+    status = r.resp.status
+    if status in RETRYABLE_STATUS:
+        r.drain()
+        raise Retryable(f"HTTP {status}", _retry_after(dict(r.resp.getheaders())))
+    if status == 200:
+        received.clear()  # the server ignored our Range (or If-Range failed): start over
+    elif status == 206:
+        content_range = r.resp.getheader("Content-Range", "")
+        if not content_range.startswith(f"bytes {len(received)}-"):
+            received.clear()
+            raise Retryable(f"unexpected Content-Range {content_range[:80]!r}")
+    else:
+        raise _server_error(status, r.resp.read(MAX_ERROR_BODY))
 
 
 def _retry_after(headers: dict[str, str]) -> float | None:
@@ -329,6 +375,6 @@ def _retry_after(headers: dict[str, str]) -> float | None:
 def _server_error(status: int, body: bytes) -> ServerError:
     try:
         doc = json.loads(body[:MAX_ERROR_BODY])
-        return ServerError(status, str(doc.get("code", "http_error")), str(doc.get("message", ""))[:500])
-    except (ValueError, AttributeError):
+        return ServerError(status, str(doc.get("code", "http_error"))[:64], str(doc.get("message", ""))[:500])
+    except (ValueError, AttributeError, RecursionError):
         return ServerError(status, "http_error", f"HTTP {status}")

@@ -32,3 +32,17 @@ def test_edit_reports_errors_without_a_traceback(api, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["edit", "--server", api.url, "--template", "portrait", "--image", "skimage:coffee",
               "--out", str(tmp_path / "y.png"), "--policy", "oracle"])
+
+
+@pytest.mark.parametrize("server", ["127.0.0.1:8000", "ftp://127.0.0.1/", "http://127.0.0.1:99999"])
+def test_a_malformed_server_url_is_a_one_line_error(server, tmp_path, capsys):
+    args = ["edit", "--server", server, "--template", "portrait", "--image", "skimage:coffee", "--out", str(tmp_path / "x.png")]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("sakura: error: server URL") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_https_only_refuses_a_plain_http_server(api, tmp_path, capsys):
+    args = ["edit", "--server", api.url, "--template", "portrait", "--image", "skimage:coffee",
+            "--out", str(tmp_path / "x.png"), "--https-only"]
+    assert main(args) == 1 and "https" in capsys.readouterr().err

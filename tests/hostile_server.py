@@ -1,0 +1,157 @@
+"""A malicious shard server for edge-client tests (standard library ``http.server`` on 127.0.0.1).
+
+It serves a genuine library (fetched from an upstream shard API) with one attack applied per
+*scenario*: the first path segment names the scenario, so ``HostileServer.url_for("drip")`` is a
+server URL of its own and one process can run every attack. A scenario is a function of
+``(server, handler, path)`` that answers the request itself and returns True, or returns False
+to let the genuine answer through. Every request is recorded with its headers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import http.server
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from tests.edge_servers import free_port
+
+Handler = http.server.BaseHTTPRequestHandler
+Scenario = Callable[["HostileServer", Handler, str], bool]
+
+
+@dataclass
+class Seen:
+    scenario: str
+    path: str
+    headers: dict[str, str]
+
+
+class HostileServer:
+    def __init__(self, upstream_url: str, scenarios: dict[str, Scenario]) -> None:
+        self.upstream = upstream_url
+        self.scenarios = scenarios
+        self.seen: list[Seen] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        server = self
+
+        class _Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            timeout = 30
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                scenario, _, rest = self.path.lstrip("/").partition("/")
+                with server.lock:
+                    server.seen.append(Seen(scenario, "/" + rest, dict(self.headers.items())))
+                attack = server.scenarios.get(scenario)
+                try:
+                    if attack is None or not attack(server, self, "/" + rest):
+                        status, headers, body = server.genuine("/" + rest, self.headers.get("Range"))
+                        send(self, status, body, headers)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), _Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "HostileServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def url_for(self, scenario: str) -> str:
+        return f"{self.url}/{scenario}"
+
+    def requests(self, scenario: str) -> list[Seen]:
+        with self.lock:
+            return [s for s in self.seen if s.scenario == scenario]
+
+    # -- the genuine library -----------------------------------------------------------------
+    def genuine(self, path: str, range_header: str | None = None) -> tuple[int, dict[str, str], bytes]:
+        host, port = self.upstream.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            conn.request("GET", path, headers={"Range": range_header} if range_header else {})
+            resp = conn.getresponse()
+            keep = ("content-type", "etag", "content-range", "accept-ranges")
+            return resp.status, {k: v for k, v in resp.getheaders() if k.lower() in keep}, resp.read()
+        finally:
+            conn.close()
+
+    def manifest(self, template: str = "portrait", version: int = 1) -> dict:
+        status, _, body = self.genuine(f"/v1/templates/{template}/versions/{version}/manifest")
+        assert status == 200, status
+        return json.loads(body)
+
+
+# -- building answers ---------------------------------------------------------------------------
+def send(h: Handler, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+    h.send_response(status)
+    for key, value in (headers or {}).items():
+        h.send_header(key, value)
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
+def send_json(h: Handler, doc: object) -> None:
+    send(h, 200, json.dumps(doc).encode(), {"Content-Type": "application/json"})
+
+
+def drip(h: Handler, stop: threading.Event, interval_s: float, declared: int = 1 << 20) -> None:
+    """A 200 that declares ``declared`` bytes, then sends one byte every ``interval_s``."""
+    h.send_response(200)
+    h.send_header("Content-Length", str(declared))
+    h.end_headers()
+    for _ in range(declared):
+        if stop.wait(interval_s):
+            break
+        h.wfile.write(b"{")
+        h.wfile.flush()
+    h.close_connection = True
+
+
+def endless(h: Handler, stop: threading.Event, declared: int | None = None, chunk: bytes = b"\0" * (64 << 10)) -> None:
+    """A 200 whose body never ends (no length, or a huge declared one), as fast as the client reads."""
+    h.send_response(200)
+    if declared is not None:
+        h.send_header("Content-Length", str(declared))
+    else:
+        h.send_header("Connection", "close")
+    h.end_headers()
+    deadline = time.monotonic() + 60
+    while not stop.is_set() and time.monotonic() < deadline:
+        h.wfile.write(chunk)
+    h.close_connection = True
+
+
+def with_payload(manifest: dict, index: int, level: str, payload: bytes) -> dict:
+    """``manifest`` with shard ``index`` at ``level`` replaced by ``payload`` (length and sha256 to match)."""
+    loc = manifest["shards"][index]["levels"][level]
+    loc["length"] = len(payload)
+    loc["sha256"] = hashlib.sha256(payload).hexdigest()
+    return manifest
+
+
+def rename_level(manifest: dict, old: str, new: str) -> dict:
+    for level in manifest["levels"]:
+        if level["name"] == old:
+            level["name"] = new
+    for shard in manifest["shards"]:
+        shard["levels"][new] = shard["levels"].pop(old)
+    return manifest

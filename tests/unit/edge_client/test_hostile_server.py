@@ -1,0 +1,372 @@
+"""The edge client against a malicious shard server (issue 12, items 1-5, 25-27).
+
+One :class:`~tests.hostile_server.HostileServer` serves the genuine reference library with one
+attack per scenario. Every edit must end in a typed error (or a correct image) within a few
+multiples of ``timeout_s``, write nothing outside its cache folder, and (checked in a child
+process) never grow past twice the memory of a normal edit.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sakura.edge_client import EdgeSession, RetryPolicy
+from sakura.edge_client.errors import ConfigError, RedirectError, ServerError, TransportError
+from sakura.edge_client.urls import UrlPolicy
+from sakura.platform.errors import CodecError, SakuraError, UnknownModel
+from sakura.platform.images import load_image
+from sakura.platform.manifest import ManifestError
+from tests.hostile_server import HostileServer, drip, endless, rename_level, send, send_json, with_payload
+from tests.unit.edge_client.test_session import PHOTO, exact_output
+
+TIMEOUT_S = 0.5
+FAST_RETRY = RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.05)
+ESCAPE = "compact/../../../../escaped"  # from <cache>/portrait/1/0.<level>: lands beside the cache folder
+
+
+@functools.cache
+def bomb_payload() -> bytes:
+    """A quantised payload with a valid checksum declaring 4 x 8192 x 1024 fp32 K and V: a few kB
+    on the wire, over half a gigabyte once decoded. Built section by section (as the format's
+    writer would) so that crafting it never holds more than one section."""
+    import hashlib
+    import struct
+
+    import zstandard
+
+    from sakura.platform.codec import format as wire
+
+    header = wire.ShardHeader(np.dtype(np.float32), wire.KIND_QUANTIZED, False, 4, 8192, 1024, 3.0, "compact", (4.0,))
+    out = [wire.HEADER.pack(wire.MAGIC, wire.FORMAT_VERSION, wire.DTYPE_CODES[header.dtype], header.kind, 0, 1, 7, 0,
+                            4, 8192, 1024, 3.0), b"compact", struct.pack("<f", 4.0), struct.pack("<B", 6)]
+    compressor = zstandard.ZstdCompressor(level=3, write_content_size=True)
+    for tag, size in header.section_sizes():
+        frame = compressor.compress(bytes(size))
+        out += [wire.SECTION.pack(tag, size, len(frame)), frame]
+    body = b"".join(out)
+    return body + hashlib.sha256(body).digest()
+
+
+# -- scenarios: (server, handler, path) -> True when answered ------------------------------------
+def on_manifest(patch):
+    def scenario(s: HostileServer, h, path: str) -> bool:
+        if not path.endswith("/manifest"):
+            return False
+        send_json(h, patch(s.manifest()))
+        return True
+    return scenario
+
+
+def _set(manifest: dict, **fields) -> dict:
+    return {**manifest, **fields}
+
+
+def _lengths(manifest: dict, length: int) -> dict:
+    for shard in manifest["shards"]:
+        for loc in shard["levels"].values():
+            loc["length"] = length
+    return manifest
+
+
+def _shapes(manifest: dict, shape: list[int]) -> dict:
+    for shard in manifest["shards"]:
+        shard["shape"] = shape
+    return manifest
+
+
+def _model_name(manifest: dict, name: str) -> dict:
+    manifest["model"]["name"] = name
+    return manifest
+
+
+def huge_length(s, h, path):
+    if path.endswith("/manifest"):
+        send_json(h, _lengths(s.manifest(), 10**12))
+    else:
+        endless(h, s.stopping, declared=10**12)
+    return True
+
+
+def endless_shard(s, h, path):
+    if "/shards/" not in path:
+        return False
+    endless(h, s.stopping)
+    return True
+
+
+def drip_manifest(s, h, path):
+    if not path.endswith("/manifest"):
+        return False
+    drip(h, s.stopping, 0.2)
+    return True
+
+
+def drip_shard(s, h, path):
+    if "/shards/" not in path:
+        return False
+    drip(h, s.stopping, 0.2)
+    return True
+
+
+def bomb(s, h, path):
+    if path.endswith("/manifest"):
+        manifest = s.manifest()
+        for level in ("compact", "medium", "full"):
+            with_payload(manifest, 0, level, bomb_payload())
+        send_json(h, manifest)
+    elif "/shards/0/" in path:
+        send(h, 200, bomb_payload())
+    else:
+        return False
+    return True
+
+
+def redirect_to(location: str, span: bool = True):
+    """Shards answer 307 to ``location`` (formatted with the server's url and the path)."""
+    def scenario(s, h, path):
+        if "/shards/" not in path:
+            return False
+        status, _, body = s.genuine(path)
+        headers = {"Location": location.format(url=s.url, path=path)}
+        if span:
+            headers["X-Sakura-Range"] = f"bytes=0-{len(body) - 1}"
+        send(h, 307, b"", headers)
+        return True
+    return scenario
+
+
+def redirect_target(answer):
+    """Shards redirect to ``<scenario>/target/<path>``; the target answers with ``answer``."""
+    def scenario(s, h, path):
+        if path.startswith("/target/"):
+            original = path.removeprefix("/target")
+            status, headers, body = s.genuine(original)
+            answer(h, body)
+            return True
+        return redirect_to("{url}/" + h.path.lstrip("/").split("/", 1)[0] + "/target{path}")(s, h, path)
+    return scenario
+
+
+def _honest_range(h, body: bytes) -> None:
+    start, end = (int(x) for x in h.headers["Range"].removeprefix("bytes=").split("-"))
+    send(h, 206, body[start : end + 1], {"Content-Range": f"bytes {start}-{end}/{len(body)}"})
+
+
+def _wrong_range(h, body: bytes) -> None:
+    send(h, 206, body, {"Content-Range": f"bytes 1-{len(body)}/{len(body) + 1}"})
+
+
+def loop_manifest(s, h, path):
+    if not path.endswith("/manifest"):
+        return False
+    send(h, 307, b"", {"Location": h.path})
+    return True
+
+
+def loop_shard(s, h, path):
+    if "/shards/" not in path:
+        return False
+    other = "/loop-shard" + path.removeprefix("/hop") if path.startswith("/hop") else "/loop-shard/hop" + path
+    send(h, 307, b"", {"Location": other})
+    return True
+
+
+def huge_manifest(s, h, path):
+    if not path.endswith("/manifest"):
+        return False
+    endless(h, s.stopping)
+    return True
+
+
+def nested_manifest(s, h, path):
+    if not path.endswith("/manifest"):
+        return False
+    send(h, 200, b"[" * 200_000 + b"]" * 200_000)
+    return True
+
+
+def reorder(manifest: dict) -> dict:
+    manifest["shards"] = manifest["shards"][::-1]
+    for i, shard in enumerate(manifest["shards"]):
+        shard["index"] = i
+    return manifest
+
+
+SCENARIOS = {
+    "genuine": lambda s, h, path: False,
+    "traversal": on_manifest(lambda m: rename_level(m, "compact", ESCAPE)),
+    "huge-length": huge_length,
+    "endless-shard": endless_shard,
+    "drip-manifest": drip_manifest,
+    "drip-shard": drip_shard,
+    "big-shape": on_manifest(lambda m: _shapes(m, [4096, 8192, 1024])),
+    "bomb": bomb,
+    "zero-shards": on_manifest(lambda m: _set(m, shards=[])),
+    "resolution": on_manifest(lambda m: _set(m, resolution=8192)),
+    "steps": on_manifest(lambda m: _set(m, schedule={**m["schedule"], "steps": 1000})),
+    "reordered": on_manifest(reorder),
+    "model-path": on_manifest(lambda m: _model_name(m, "/etc")),
+    "huge-manifest": huge_manifest,
+    "nested-manifest": nested_manifest,
+    "redirect-ftp": redirect_to("ftp://127.0.0.1/x"),
+    "redirect-bad-port": redirect_to("http://127.0.0.1:99999/x"),
+    "redirect-elsewhere": redirect_to("http://localhost:9/x"),
+    "loop-manifest": loop_manifest,
+    "loop-shard": loop_shard,
+    "redirect-honest": redirect_target(_honest_range),
+    "redirect-200": redirect_target(lambda h, body: send(h, 200, body)),
+    "redirect-wrong-range": redirect_target(_wrong_range),
+}
+
+
+@pytest.fixture(scope="module")
+def hostile(api):
+    with HostileServer(api.url, SCENARIOS) as server:
+        yield server
+
+
+def attack(hostile, scenario, model, tmp_path, *, policy="fixed-compact", **kwargs):
+    """One edit against ``scenario``: (the edit's result or its error, seconds it took)."""
+    cache = tmp_path / "cache"
+    kwargs.setdefault("models", lambda _: model)
+    start = time.monotonic()
+    try:
+        with EdgeSession(hostile.url_for(scenario), cache_dir=cache, timeout_s=TIMEOUT_S, retry=FAST_RETRY, **kwargs) as session:
+            outcome = session.edit(load_image(PHOTO), "portrait", policy=policy)
+    except SakuraError as exc:
+        outcome = exc
+    elapsed = time.monotonic() - start
+    outside = [p for p in tmp_path.rglob("*") if p != cache and cache not in p.parents]
+    assert outside == [], f"files outside the cache folder: {outside}"
+    return outcome, elapsed
+
+
+@pytest.mark.parametrize("policy", ["mpc", "fixed-compact"])
+def test_a_level_name_that_climbs_out_of_the_cache_is_refused(hostile, reference_model, tmp_path, policy):
+    outcome, _ = attack(hostile, "traversal", reference_model, tmp_path, policy=policy)
+    assert isinstance(outcome, ManifestError) and "name" in str(outcome)
+    assert all(r.path.endswith("/manifest") for r in hostile.requests("traversal")), "no shard may be requested"
+
+
+@pytest.mark.parametrize("scenario,error", [
+    ("huge-length", ManifestError),
+    ("big-shape", ManifestError),
+    ("zero-shards", ManifestError),
+    ("resolution", ManifestError),
+    ("steps", ManifestError),
+    ("reordered", ManifestError),
+    ("nested-manifest", ManifestError),
+])
+def test_numbers_the_model_cannot_take_are_refused_before_any_shard(hostile, reference_model, tmp_path, scenario, error):
+    outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
+    assert isinstance(outcome, error), outcome
+    assert {r.path for r in hostile.requests(scenario)} == {"/v1/templates/portrait/versions/latest/manifest"}
+    assert elapsed < 4 * TIMEOUT_S
+
+
+def test_a_model_name_from_the_network_never_becomes_a_path(hostile, reference_model, tmp_path):
+    from sakura.platform.models import load_named_model
+
+    outcome, _ = attack(hostile, "model-path", reference_model, tmp_path, models=load_named_model)
+    assert isinstance(outcome, UnknownModel)
+
+
+@pytest.mark.parametrize("scenario,error,match", [
+    ("endless-shard", TransportError, "exceeds the expected"),
+    ("huge-manifest", ServerError, "exceeds"),
+])
+def test_an_endless_body_is_read_no_further_than_the_client_allows(hostile, reference_model, tmp_path, scenario, error, match):
+    outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
+    assert isinstance(outcome, error) and match in str(outcome), outcome
+    assert elapsed < 4 * TIMEOUT_S + 2
+
+
+@pytest.mark.parametrize("scenario", ["drip-manifest", "drip-shard"])
+def test_a_server_dripping_bytes_fails_within_a_few_timeouts(hostile, reference_model, tmp_path, scenario):
+    outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
+    assert isinstance(outcome, TransportError) and "too slow" in str(outcome), outcome
+    assert elapsed < (FAST_RETRY.attempts + 2) * TIMEOUT_S
+
+
+def test_a_decode_bomb_is_refused_on_its_header(hostile, reference_model, tmp_path):
+    outcome, elapsed = attack(hostile, "bomb", reference_model, tmp_path)
+    assert isinstance(outcome, CodecError) and "shape" in str(outcome)
+
+
+@pytest.mark.parametrize("scenario,match", [
+    ("redirect-ftp", "scheme"),
+    ("redirect-bad-port", "port"),
+    ("loop-manifest", "redirect loop"),
+    ("loop-shard", "redirect loop"),
+    ("redirect-200", "ignored the range"),
+    ("redirect-wrong-range", "redirect target sent"),
+])
+def test_bad_redirects_are_typed_errors_and_fail_fast(hostile, reference_model, tmp_path, scenario, match):
+    outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
+    assert isinstance(outcome, RedirectError) and match in str(outcome).lower(), outcome
+    assert elapsed < 4 * TIMEOUT_S
+    if scenario in ("redirect-200", "redirect-wrong-range"):
+        assert len([r for r in hostile.requests(scenario) if r.path.startswith("/target/")]) == 1  # no retries
+
+
+def test_redirect_policy_the_app_controls(hostile, reference_model, tmp_path):
+    only_here = UrlPolicy(redirect_hosts=frozenset({"127.0.0.1"}))
+    outcome, _ = attack(hostile, "redirect-elsewhere", reference_model, tmp_path, urls=only_here)
+    assert isinstance(outcome, RedirectError) and "localhost" in str(outcome)
+    outcome, _ = attack(hostile, "redirect-honest", reference_model, tmp_path / "b", urls=only_here, policy="fixed-full")
+    np.testing.assert_array_equal(outcome.image, exact_output(reference_model, "portrait", PHOTO))
+    with pytest.raises(ConfigError):
+        EdgeSession(hostile.url_for("genuine"), urls=UrlPolicy(https_only=True))
+    with pytest.raises(ConfigError):
+        EdgeSession("127.0.0.1:8000")
+
+
+def test_credentials_never_follow_a_redirect(hostile, reference_model, tmp_path):
+    outcome, _ = attack(hostile, "redirect-honest", reference_model, tmp_path, api_key="secret", policy="fixed-full")
+    np.testing.assert_array_equal(outcome.image, exact_output(reference_model, "portrait", PHOTO))
+    seen = hostile.requests("redirect-honest")
+    assert any("X-Api-Key" in r.headers for r in seen if not r.path.startswith("/target/"))
+    targets = [r for r in seen if r.path.startswith("/target/")]
+    assert targets and all("X-Api-Key" not in r.headers and "Authorization" not in r.headers for r in targets)
+
+
+_CHILD = """
+import json, resource, sys
+from sakura.edge_client import EdgeSession, RetryPolicy
+from sakura.platform.errors import SakuraError
+from sakura.platform.images import load_image
+from sakura.platform.models import load_model
+model, image, out = load_model("reference"), load_image("skimage:coffee"), {}
+for url in sys.argv[1:]:
+    try:
+        with EdgeSession(url, models=lambda _: model, timeout_s=0.5, retry=RetryPolicy(attempts=2, backoff_s=0.01)) as s:
+            s.edit(image, "portrait", policy="fixed-full")
+        out[url] = "ok"
+    except SakuraError as exc:
+        out[url] = type(exc).__name__
+print(json.dumps({"results": out, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def _child(*urls: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", _CHILD, *urls], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[3])
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_no_attack_grows_the_client_past_twice_a_normal_edit(hostile):
+    normal = _child(hostile.url_for("genuine"))
+    assert list(normal["results"].values()) == ["ok"]
+    scenarios = ["huge-length", "endless-shard", "huge-manifest", "bomb", "big-shape", "nested-manifest"]
+    attacked = _child(*(hostile.url_for(s) for s in scenarios))
+    assert "ok" not in attacked["results"].values(), attacked
+    assert attacked["maxrss_kb"] < 2 * normal["maxrss_kb"], (attacked, normal)
