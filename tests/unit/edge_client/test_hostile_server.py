@@ -56,13 +56,26 @@ def bomb_payload() -> bytes:
 
 
 # -- scenarios: (server, handler, path) -> True when answered ------------------------------------
-def on_manifest(patch):
+def is_manifest(path: str) -> bool:
+    return path.endswith("/manifest")
+
+
+def is_shard(path: str) -> bool:
+    return "/shards/" in path
+
+
+def when(match, act):
+    """A scenario answering the requests ``match`` accepts with ``act(server, handler, path)``."""
     def scenario(s: HostileServer, h, path: str) -> bool:
-        if not path.endswith("/manifest"):
+        if not match(path):
             return False
-        send_json(h, patch(s.manifest()))
+        act(s, h, path)
         return True
     return scenario
+
+
+def on_manifest(patch):
+    return when(is_manifest, lambda s, h, path: send_json(h, patch(s.manifest())))
 
 
 def _set(manifest: dict, **fields) -> dict:
@@ -88,36 +101,15 @@ def _model_name(manifest: dict, name: str) -> dict:
 
 
 def huge_length(s, h, path):
-    if path.endswith("/manifest"):
+    if is_manifest(path):
         send_json(h, _lengths(s.manifest(), 10**12))
     else:
         endless(h, s.stopping, declared=10**12)
     return True
 
 
-def endless_shard(s, h, path):
-    if "/shards/" not in path:
-        return False
-    endless(h, s.stopping)
-    return True
-
-
-def drip_manifest(s, h, path):
-    if not path.endswith("/manifest"):
-        return False
-    drip(h, s.stopping, 0.2)
-    return True
-
-
-def drip_shard(s, h, path):
-    if "/shards/" not in path:
-        return False
-    drip(h, s.stopping, 0.2)
-    return True
-
-
 def bomb(s, h, path):
-    if path.endswith("/manifest"):
+    if is_manifest(path):
         manifest = s.manifest()
         for level in ("compact", "medium", "full"):
             with_payload(manifest, 0, level, bomb_payload())
@@ -131,16 +123,13 @@ def bomb(s, h, path):
 
 def redirect_to(location: str, span: bool = True):
     """Shards answer 307 to ``location`` (formatted with the server's url and the path)."""
-    def scenario(s, h, path):
-        if "/shards/" not in path:
-            return False
-        status, _, body = s.genuine(path)
+    def act(s, h, path):
+        _, _, body = s.genuine(path)
         headers = {"Location": location.format(url=s.url, path=path)}
         if span:
             headers["X-Sakura-Range"] = f"bytes=0-{len(body) - 1}"
         send(h, 307, b"", headers)
-        return True
-    return scenario
+    return when(is_shard, act)
 
 
 def redirect_target(answer):
@@ -148,7 +137,7 @@ def redirect_target(answer):
     def scenario(s, h, path):
         if path.startswith("/target/"):
             original = path.removeprefix("/target")
-            status, headers, body = s.genuine(original)
+            _, _, body = s.genuine(original)
             answer(h, body)
             return True
         return redirect_to("{url}/" + h.path.lstrip("/").split("/", 1)[0] + "/target{path}")(s, h, path)
@@ -164,33 +153,10 @@ def _wrong_range(h, body: bytes) -> None:
     send(h, 206, body, {"Content-Range": f"bytes 1-{len(body)}/{len(body) + 1}"})
 
 
-def loop_manifest(s, h, path):
-    if not path.endswith("/manifest"):
-        return False
-    send(h, 307, b"", {"Location": h.path})
-    return True
-
-
-def loop_shard(s, h, path):
-    if "/shards/" not in path:
-        return False
+def _loop_back(s, h, path):
+    """Shards 307 to ``/hop<path>``, which 307s back to the shard."""
     other = "/loop-shard" + path.removeprefix("/hop") if path.startswith("/hop") else "/loop-shard/hop" + path
     send(h, 307, b"", {"Location": other})
-    return True
-
-
-def huge_manifest(s, h, path):
-    if not path.endswith("/manifest"):
-        return False
-    endless(h, s.stopping)
-    return True
-
-
-def nested_manifest(s, h, path):
-    if not path.endswith("/manifest"):
-        return False
-    send(h, 200, b"[" * 200_000 + b"]" * 200_000)
-    return True
 
 
 def reorder(manifest: dict) -> dict:
@@ -204,9 +170,9 @@ SCENARIOS = {
     "genuine": lambda s, h, path: False,
     "traversal": on_manifest(lambda m: rename_level(m, "compact", ESCAPE)),
     "huge-length": huge_length,
-    "endless-shard": endless_shard,
-    "drip-manifest": drip_manifest,
-    "drip-shard": drip_shard,
+    "endless-shard": when(is_shard, lambda s, h, path: endless(h, s.stopping)),
+    "drip-manifest": when(is_manifest, lambda s, h, path: drip(h, s.stopping, 0.2)),
+    "drip-shard": when(is_shard, lambda s, h, path: drip(h, s.stopping, 0.2)),
     "big-shape": on_manifest(lambda m: _shapes(m, [4096, 8192, 1024])),
     "bomb": bomb,
     "zero-shards": on_manifest(lambda m: _set(m, shards=[])),
@@ -214,13 +180,13 @@ SCENARIOS = {
     "steps": on_manifest(lambda m: _set(m, schedule={**m["schedule"], "steps": 1000})),
     "reordered": on_manifest(reorder),
     "model-path": on_manifest(lambda m: _model_name(m, "/etc")),
-    "huge-manifest": huge_manifest,
-    "nested-manifest": nested_manifest,
+    "huge-manifest": when(is_manifest, lambda s, h, path: endless(h, s.stopping)),
+    "nested-manifest": when(is_manifest, lambda s, h, path: send(h, 200, b"[" * 200_000 + b"]" * 200_000)),
     "redirect-ftp": redirect_to("ftp://127.0.0.1/x"),
     "redirect-bad-port": redirect_to("http://127.0.0.1:99999/x"),
     "redirect-elsewhere": redirect_to("http://localhost:9/x"),
-    "loop-manifest": loop_manifest,
-    "loop-shard": loop_shard,
+    "loop-manifest": when(is_manifest, lambda s, h, path: send(h, 307, b"", {"Location": h.path})),
+    "loop-shard": when(is_shard, _loop_back),
     "redirect-honest": redirect_target(_honest_range),
     "redirect-200": redirect_target(lambda h, body: send(h, 200, body)),
     "redirect-wrong-range": redirect_target(_wrong_range),
