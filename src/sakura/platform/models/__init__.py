@@ -10,11 +10,13 @@ from sakura.platform.models.base import (
     Template,
     model_fingerprint,
 )
+from sakura.platform.models.denoising import DenoisingAdapter
 from sakura.platform.models.registry import NamedModel, load_model, load_named_model, named_models, register_model
 
 __all__ = [
     "AttentionProbe",
     "CaptureResult",
+    "DenoisingAdapter",
     "EditRequest",
     "ModelAdapter",
     "ModelInfo",

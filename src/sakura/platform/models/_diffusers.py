@@ -9,10 +9,11 @@ import torch
 
 from sakura.platform.models._pixels import PixelCodec
 from sakura.platform.models._prompts import HashedPromptEncoder
-from sakura.platform.models.base import EditRequest, ModelAdapter, ModelInfo
+from sakura.platform.models.base import EditRequest, ModelInfo
+from sakura.platform.models.denoising import DenoisingAdapter
 
 
-class DiffusersAdapter(ModelAdapter):
+class DiffusersAdapter(DenoisingAdapter):
     """A diffusers transformer without its text encoder or VAE (see ``_prompts`` and ``_pixels``)."""
 
     step_dependent = True

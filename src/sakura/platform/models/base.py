@@ -1,25 +1,19 @@
-"""The model-adapter interface: capture template KV in the cloud, replay it on the phone.
-
-An adapter wraps one model instance. It installs template-aware attention processors on that
-instance (never anything process-global) and runs a flow-matching denoising loop in one of the
-modes of :mod:`sakura.platform.models._attention`.
-"""
+"""The model-adapter interface: capture template KV in the cloud, replay it on the phone."""
 
 from __future__ import annotations
 
 import abc
-import contextlib
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Mapping
 
 import numpy as np
 import torch
 
 from sakura.platform.errors import ImageError, ModelError
-from sakura.platform.kv import KVGeometry, KVPair, KVSource, ShardKey, TemplateKV
-from sakura.platform.models._attention import AttentionProbe, Mode, RunState, new_state_var
+from sakura.platform.kv import KVGeometry, KVSource, ShardKey, TemplateKV
+from sakura.platform.models._attention import AttentionProbe
 
 
 @dataclass(frozen=True)
@@ -83,7 +77,12 @@ class ModelInfo:
 
 
 class ModelAdapter(abc.ABC):
-    """One model instance, able to capture template KV and to replay it."""
+    """One model instance, able to capture template KV and to replay it.
+
+    The interface every model family implements: our own denoising loop with template-aware
+    attention processors (:class:`~sakura.platform.models.denoising.DenoisingAdapter`), or a
+    pipeline's own KV-cache seam (:mod:`sakura.platform.models.pipelines`).
+    """
 
     family: str = ""
     #: True when template KV depends on the timestep (shards keyed by (step, layer)).
@@ -93,39 +92,50 @@ class ModelAdapter(abc.ABC):
         self.model = model.eval()
         self.name = name
         self.resolution = resolution
-        self._state = new_state_var(name)
         self._fingerprint: str | None = None
-        self._install_processors()
-
-    # -- what each family provides -------------------------------------------------------
-    @abc.abstractmethod
-    def _install_processors(self) -> None:
-        """Install template-aware attention processors on this instance's attention modules."""
-
-    @abc.abstractmethod
-    def _image_latent(self, image: np.ndarray, *, template: bool) -> torch.Tensor:
-        """The model-native latent of an image (request or template)."""
-
-    @abc.abstractmethod
-    def _condition(self, prompt: str, request: EditRequest) -> Any:
-        """What the request side needs besides the latent (prompt embeddings, the user image)."""
-
-    @abc.abstractmethod
-    def _velocity(self, x: torch.Tensor, sigma: float, cond: Any, template: Any | None) -> torch.Tensor:
-        """One model call: the flow velocity for latent ``x`` at noise level ``sigma``."""
-
-    def _template_input(self, template: Template) -> Any:
-        """What the model needs of the template (its latent, by default)."""
-        return self._image_latent(template.image, template=True)
 
     @abc.abstractmethod
     def info(self) -> ModelInfo: ...
 
     @abc.abstractmethod
+    def capture(
+        self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True
+    ) -> CaptureResult:
+        """Run the template tokens with a calibration request, recording template KV (and, where
+        the model exposes it, the attention mass request queries put on each template token)."""
+
+    @abc.abstractmethod
+    def full(self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True) -> torch.Tensor:
+        """The reference: compute the template tokens alongside the request, as a phone without a cache would."""
+
+    @abc.abstractmethod
+    def replay(
+        self,
+        kv: KVSource,
+        prompt: str,
+        request: EditRequest,
+        schedule: Schedule,
+        *,
+        probe: dict[ShardKey, AttentionProbe] | None = None,
+        context: Mapping[str, np.ndarray] | None = None,
+    ) -> torch.Tensor:
+        """Run the request tokens only, attending to cached template KV.
+
+        ``kv`` may be a stream: each shard is read when the layer that needs it starts.
+        ``probe``, when given, receives every shard's queries and request keys/values (families
+        that support it). ``context`` holds :meth:`template_context`'s objects.
+        """
+
+    @abc.abstractmethod
     def latent_to_image(self, latent: torch.Tensor) -> np.ndarray:
         """Decode a final latent into an HxWx3 image with values in [0, 1]."""
 
-    # -- the public operations -----------------------------------------------------------
+    def template_context(self, template: Template) -> dict[str, np.ndarray]:
+        """What replay needs of a template besides its KV, computed once in the cloud (e.g. the
+        prompt embeddings of a text encoder the phone never loads). None by default."""
+        return {}
+
+    # -- shared ---------------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
         """sha256 of the adapter scheme, the model config and every weight."""
@@ -136,49 +146,6 @@ class ModelAdapter(abc.ABC):
     def _fingerprint_extra(self) -> dict[str, Any]:
         return {"family": self.family, "resolution": self.resolution}
 
-    def capture(
-        self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True
-    ) -> CaptureResult:
-        """Run the loop over template + calibration request tokens, recording template KV and mass."""
-        kv: dict[ShardKey, KVPair] = {}
-        mass: dict[ShardKey, np.ndarray] = {}
-        tpl = self._template_input(template)
-        state = RunState(
-            mode=Mode.CAPTURE if masked else Mode.UNMASKED,
-            template_tokens=self._template_token_count(tpl),
-            record_kv=kv,
-            record_mass=mass if masked else None,
-        )
-        output = self._denoise(request, schedule, template.prompt, state, tpl)
-        for key, count in state.mass_counts.items():  # step-independent shards: mean over steps
-            mass[key] = mass[key] / count
-        return CaptureResult(TemplateKV(self.fingerprint, kv), mass, output)
-
-    def full(self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True) -> torch.Tensor:
-        """The reference: compute the template tokens alongside the request, as a phone without a cache would."""
-        tpl = self._template_input(template)
-        mode = Mode.CAPTURE if masked else Mode.UNMASKED
-        state = RunState(mode=mode, template_tokens=self._template_token_count(tpl))
-        return self._denoise(request, schedule, template.prompt, state, tpl)
-
-    def replay(
-        self,
-        kv: KVSource,
-        prompt: str,
-        request: EditRequest,
-        schedule: Schedule,
-        *,
-        probe: dict[ShardKey, AttentionProbe] | None = None,
-    ) -> torch.Tensor:
-        """Run the loop over request tokens only, attending to cached template KV.
-
-        ``kv`` may be a stream: each shard is read when the layer that needs it starts.
-        ``probe``, when given, receives every shard's queries and request keys/values.
-        """
-        self._check_kv(kv, schedule)
-        state = RunState(mode=Mode.REPLAY, template_tokens=kv.template_tokens, replay_kv=kv, probe=probe)
-        return self._denoise(request, schedule, prompt, state, None)
-
     def kv_geometry(self, steps: int) -> KVGeometry:
         """The template KV this model replays with ``steps`` steps: shard keys in the order replay
         reads them (steps, then layers), one (heads, image tokens, head_dim) shape, the model's dtype."""
@@ -188,40 +155,9 @@ class ModelAdapter(abc.ABC):
         dtype = np.dtype(str(next(self.model.parameters()).dtype).removeprefix("torch."))
         return KVGeometry(keys, (info.heads, info.image_tokens, info.head_dim), dtype)
 
-    def edit_image(self, kv: TemplateKV, prompt: str, request: EditRequest, schedule: Schedule) -> np.ndarray:
-        return self.latent_to_image(self.replay(kv, prompt, request, schedule))
-
-    # -- shared machinery ----------------------------------------------------------------
-    def _denoise(
-        self, request: EditRequest, schedule: Schedule, prompt: str, state: RunState, template: Any | None
-    ) -> torch.Tensor:
-        cond = self._condition(prompt, request)
-        x0 = self._image_latent(request.image, template=False)
-        generator = torch.Generator().manual_seed(int(request.seed))
-        noise = torch.randn(x0.shape, generator=generator, dtype=torch.float32).to(x0.dtype)
-        sigmas = schedule.sigmas()
-        x = (1.0 - sigmas[0]) * x0 + sigmas[0] * noise
-        state.template_latent = template
-        with torch.inference_mode(), self._running(state):
-            for i in range(schedule.steps):
-                state.step = i if self.step_dependent else None
-                v = self._velocity(x, sigmas[i], cond, template)
-                x = x + (sigmas[i + 1] - sigmas[i]) * v
-        return x
-
-    @contextlib.contextmanager
-    def _running(self, state: RunState) -> Iterator[None]:
-        token = self._state.set(state)
-        try:
-            yield
-        finally:
-            self._state.reset(token)
-
-    def _current_state(self) -> RunState | None:
-        return self._state.get()
-
-    def _template_token_count(self, template_input: Any) -> int:
-        return int(template_input.shape[1])
+    def edit_image(self, kv: TemplateKV, prompt: str, request: EditRequest, schedule: Schedule,
+                   *, context: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        return self.latent_to_image(self.replay(kv, prompt, request, schedule, context=context))
 
     def _check_kv(self, kv: KVSource, schedule: Schedule) -> None:
         if kv.model_fingerprint != self.fingerprint:

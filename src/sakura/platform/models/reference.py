@@ -15,7 +15,8 @@ import torch
 
 from sakura.platform.errors import ModelError, UnknownModel
 from sakura.platform.models._pixels import PixelCodec
-from sakura.platform.models.base import EditRequest, ModelAdapter, ModelInfo, Template, to_unit_image
+from sakura.platform.models.base import EditRequest, ModelInfo, Template, to_unit_image
+from sakura.platform.models.denoising import DenoisingAdapter
 from sakura.platform.models.reference_dit import ReferenceEditDiT
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
@@ -23,7 +24,7 @@ WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 TASK_INDEX = {"style_transfer": 0, "try_on": 1, "face_swap": 2, "custom": 3}
 
 
-class ReferenceAdapter(ModelAdapter):
+class ReferenceAdapter(DenoisingAdapter):
     family = "reference"
     step_dependent = False
 
