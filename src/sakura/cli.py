@@ -56,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.set_defaults(run=_models_verify)
 
+    export = models.add_parser("export", help="write a tiny diffusers pipeline folder (no download) to try --model DIR")
+    export.add_argument("name", help="tiny-klein")
+    export.add_argument("--out", required=True, help="a new (or empty) folder")
+    export.set_defaults(run=_models_export)
+
     commands.add_parser("demo", help="run the end-to-end demo on the embedded default")
     commands.add_parser("build", help="build and publish a template library (a Ray job)")
     commands.add_parser("edit", help="edit an image with a template from a shard server (the edge client)")
@@ -102,6 +107,13 @@ def _models_verify(args: argparse.Namespace) -> int:
         for key, value in report.to_dict().items():
             print(f"{key:16s} {value}")
     return 0 if report.exact else 3
+
+
+def _models_export(args: argparse.Namespace) -> int:
+    from sakura.platform.models.pipelines.tiny import export
+
+    print(export(args.name, args.out))
+    return 0
 
 
 def _spec_check(args: argparse.Namespace) -> int:

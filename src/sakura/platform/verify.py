@@ -10,8 +10,9 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Callable, Mapping, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
 from sakura.platform.images import fit_image, load_image
@@ -19,6 +20,8 @@ from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template
 
 #: ``exact`` means the replayed output is within this relative L2 distance of the full one.
 EXACT_REL_L2 = 1e-5
+#: ``pipeline_parity`` means SAKURA's edited image is within this of the stock pipeline's (fp32).
+PARITY_MAX_ABS = 1e-5
 
 VERIFY_TEMPLATE = ("skimage:brick", "a brick wall texture", "try_on")
 CALIBRATION_REQUEST = ("skimage:astronaut", 1)
@@ -41,9 +44,24 @@ class VerifyReport:
     full_s: float
     replay_s: float
     exact: bool
+    #: For diffusers pipeline folders: the class, and SAKURA's image (replayed KV) vs the stock
+    #: pipeline's on the same edit.
+    pipeline: str | None = None
+    pipeline_parity: bool | None = None
+    pipeline_max_abs_diff: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+@runtime_checkable
+class StockPipeline(Protocol):
+    """An adapter that can also run its pipeline's unmodified ``__call__`` on an edit."""
+
+    pipeline_class: str
+
+    def stock_image(self, template: Template, request: EditRequest, schedule: Schedule,
+                    context: Mapping[str, np.ndarray]) -> np.ndarray: ...
 
 
 def verify_model(name_or_path: str, *, steps: int = 4, repeats: int = 3) -> VerifyReport:
@@ -59,9 +77,11 @@ def verify_adapter(adapter: ModelAdapter, *, steps: int = 4, repeats: int = 3) -
 
     start = time.perf_counter()
     captured = adapter.capture(template, calibration, schedule)
+    context = adapter.template_context(template)
     capture_s = time.perf_counter() - start
     full_s, full = _median_time(lambda: adapter.full(template, request, schedule), repeats)
-    replay_s, replayed = _median_time(lambda: adapter.replay(captured.kv, template.prompt, request, schedule), repeats)
+    replay_s, replayed = _median_time(
+        lambda: adapter.replay(captured.kv, template.prompt, request, schedule, context=context), repeats)
 
     diff = (replayed.float() - full.float())
     rel = float(diff.norm() / full.float().norm().clamp_min(1e-30))
@@ -81,7 +101,18 @@ def verify_adapter(adapter: ModelAdapter, *, steps: int = 4, repeats: int = 3) -
         full_s=full_s,
         replay_s=replay_s,
         exact=rel <= EXACT_REL_L2,
+        **_parity(adapter, template, request, schedule, context, replayed),
     )
+
+
+def _parity(adapter: ModelAdapter, template: Template, request: EditRequest, schedule: Schedule,
+            context: Mapping[str, np.ndarray], replayed: torch.Tensor) -> dict[str, object]:
+    """SAKURA's edited image against the stock pipeline's, for pipeline adapters."""
+    if not isinstance(adapter, StockPipeline):
+        return {}
+    stock = adapter.stock_image(template, request, schedule, context)
+    diff = float(np.abs(adapter.latent_to_image(replayed) - stock).max())
+    return {"pipeline": adapter.pipeline_class, "pipeline_parity": diff <= PARITY_MAX_ABS, "pipeline_max_abs_diff": diff}
 
 
 def _median_time(fn: Callable[[], torch.Tensor], repeats: int) -> tuple[float, torch.Tensor]:

@@ -15,6 +15,7 @@ import torch
 
 from sakura.platform.errors import UnknownModel
 from sakura.platform.models.base import ModelAdapter
+from sakura.platform.models.pipelines import is_pipeline_folder, load_pipeline
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,10 @@ def load_named_model(name: str, *, dtype: torch.dtype = torch.float32) -> ModelA
     return load_model(name, dtype=dtype)
 
 
-def load_model(name_or_path: str, *, dtype: torch.dtype = torch.float32) -> ModelAdapter:
-    """A ready adapter for a named config, the trained ``reference`` model, or a checkpoint directory."""
+def load_model(name_or_path: str, *, dtype: torch.dtype = torch.float32, phone: bool = False) -> ModelAdapter:
+    """A ready adapter for a named config, the trained ``reference`` model, a diffusers pipeline
+    folder (``model_index.json``; ``phone`` loads only what replay needs) or a bare transformer
+    checkpoint directory."""
     if name_or_path == "reference":
         from sakura.platform.models.reference import load_reference
 
@@ -98,6 +101,8 @@ def load_model(name_or_path: str, *, dtype: torch.dtype = torch.float32) -> Mode
     if name_or_path in _NAMED:
         return _build_named(_NAMED[name_or_path], dtype)
     path = Path(name_or_path).expanduser()
+    if is_pipeline_folder(path):
+        return load_pipeline(path, phone=phone, dtype=dtype)
     if path.is_dir():
         return _load_checkpoint(path, dtype)
     raise UnknownModel(

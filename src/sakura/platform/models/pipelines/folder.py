@@ -1,0 +1,131 @@
+"""Diffusers pipeline folders (``model_index.json``): which pipeline classes SAKURA runs, and
+which components each side loads.
+
+The cloud loads every component (text encoders and tokenizers included: it encodes each
+template's prompt once); the phone loads only what replay needs (the VAE, the transformer and
+the scheduler's config), so it never imports a text encoder. Components are loaded by the same
+``from_pretrained`` a user's checkpoint goes through. Every problem with a folder is a
+:class:`PipelineError` that names the file and the field.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from sakura.platform.errors import SakuraError
+
+INDEX = "model_index.json"
+#: diffusers and transformers are the only libraries a component may come from.
+LIBRARIES = ("diffusers", "transformers")
+
+
+class PipelineError(SakuraError, ValueError):
+    code = "invalid_pipeline"
+
+
+@dataclass(frozen=True)
+class PipelineFolder:
+    path: Path
+    class_name: str
+    #: component name -> (library, class name), for the components the folder lists
+    components: dict[str, tuple[str, str]]
+    extra: dict[str, Any]  # the index's other (non-component) settings, e.g. is_distilled
+
+    @classmethod
+    def read(cls, path: str | Path) -> "PipelineFolder":
+        path = Path(path).expanduser()
+        index = path / INDEX
+        try:
+            raw = json.loads(index.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise PipelineError(f"{index}: not found (a diffusers pipeline folder has a {INDEX})") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise PipelineError(f"{index}: unreadable: {exc}") from None
+        if not isinstance(raw, dict) or not isinstance(raw.get("_class_name"), str):
+            raise PipelineError(f"{index}: field '_class_name': missing")
+        components, extra = {}, {}
+        for name, value in raw.items():
+            if name.startswith("_"):
+                continue
+            if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
+                if value[0] not in LIBRARIES:
+                    raise PipelineError(f"{index}: field '{name}': library {value[0]!r} is not one of {list(LIBRARIES)}")
+                components[name] = (value[0], value[1])
+            elif isinstance(value, list) and value == [None, None]:
+                continue  # an optional component the folder does not ship
+            else:
+                extra[name] = value
+        return cls(path, raw["_class_name"], components, extra)
+
+    def require(self, names: tuple[str, ...]) -> None:
+        """Every named component is listed and has its folder: else a PipelineError naming it."""
+        for name in names:
+            if name not in self.components:
+                raise PipelineError(f"{self.path / INDEX}: field '{name}': the {self.class_name} component is missing")
+            if not (self.path / name).is_dir():
+                raise PipelineError(f"{self.path / name}: component folder {name!r} listed in {INDEX} is missing")
+
+    def load(self, name: str, *, dtype: torch.dtype | None = None) -> Any:
+        """One component, through its library's own ``from_pretrained``."""
+        library, class_name = self.components[name]
+        module = importlib.import_module(library)
+        component_class = getattr(module, class_name, None)
+        if component_class is None:
+            raise PipelineError(f"{self.path / INDEX}: field '{name}': {library} has no class {class_name!r}")
+        kwargs: dict[str, Any] = {"torch_dtype": dtype} if dtype is not None and hasattr(component_class, "dtype") else {}
+        if library == "diffusers" and hasattr(component_class, "dtype"):
+            kwargs["low_cpu_mem_usage"] = False  # the default wants the accelerate package; no gain at load
+        try:
+            return component_class.from_pretrained(self.path / name, **kwargs)
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+            raise PipelineError(f"{self.path / name}: cannot load {class_name}: {str(exc).splitlines()[0]}") from exc
+
+
+@dataclass(frozen=True)
+class PipelineKind:
+    """How SAKURA runs one pipeline class."""
+
+    class_name: str
+    phone: tuple[str, ...]  # components the phone loads
+    cloud: tuple[str, ...]  # what the cloud loads besides them (text encoders, tokenizers)
+    load: Callable[[PipelineFolder, dict[str, Any], torch.dtype], Any]  # -> ModelAdapter
+
+
+_KINDS: dict[str, PipelineKind] = {}
+
+
+def register_pipeline(kind: PipelineKind) -> None:
+    _KINDS[kind.class_name] = kind
+
+
+def _kinds() -> dict[str, PipelineKind]:
+    from sakura.platform.models.pipelines import kinds  # noqa: F401 (registers the supported classes)
+
+    return _KINDS
+
+
+def supported_pipelines() -> list[str]:
+    return sorted(_kinds())
+
+
+def is_pipeline_folder(path: str | Path) -> bool:
+    return (Path(path).expanduser() / INDEX).is_file()
+
+
+def load_pipeline(path: str | Path, *, phone: bool = False, dtype: torch.dtype = torch.float32) -> Any:
+    """The adapter for a pipeline folder; ``phone`` loads only the components replay needs."""
+    folder = PipelineFolder.read(path)
+    kind = _kinds().get(folder.class_name)
+    if kind is None:
+        raise PipelineError(f"{folder.path / INDEX}: field '_class_name': unsupported pipeline {folder.class_name!r}; "
+                            f"SAKURA runs {supported_pipelines()}")
+    names = kind.phone if phone else kind.phone + kind.cloud
+    folder.require(names)
+    components = {name: folder.load(name, dtype=dtype) for name in names}
+    return kind.load(folder, components, dtype)

@@ -1,0 +1,58 @@
+"""The pipeline classes SAKURA runs, registered with :mod:`.folder`.
+
+A folder may carry a ``sakura.json`` next to its ``model_index.json`` with the settings a
+pipeline's ``__call__`` would otherwise take per call and that SAKURA fixes per library: the
+resolution templates and edits run at, the prompt length, the text encoder's output layers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sakura.platform.models.pipelines.folder import PipelineError, PipelineFolder, PipelineKind, register_pipeline
+
+SETTINGS = "sakura.json"
+
+
+class KleinSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    resolution: int = Field(default=512, ge=16, le=2048)
+    max_sequence_length: int = Field(default=512, ge=1, le=512)
+    text_encoder_out_layers: tuple[int, ...] = Field(default=(9, 18, 27), min_length=1, max_length=8)
+
+
+def read_settings(folder: PipelineFolder, model: type[BaseModel]) -> Any:
+    path = folder.path / SETTINGS
+    if not path.is_file():
+        return model()
+    try:
+        return model.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PipelineError(f"{path}: unreadable: {exc}") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise PipelineError(f"{path}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
+
+
+def _load_klein(folder: PipelineFolder, components: dict[str, Any], dtype: torch.dtype) -> Any:
+    from sakura.platform.models.pipelines.klein import KleinAdapter
+
+    settings = read_settings(folder, KleinSettings)
+    pipe = None
+    if "text_encoder" in components:  # the cloud: the stock pipeline, text encoder included
+        from diffusers import Flux2KleinKVPipeline
+
+        pipe = Flux2KleinKVPipeline(**components, **{k: v for k, v in folder.extra.items() if k == "is_distilled"})
+    return KleinAdapter(transformer=components["transformer"], vae=components["vae"], scheduler=components["scheduler"],
+                        pipe=pipe, name=str(folder.path), resolution=settings.resolution,
+                        max_sequence_length=settings.max_sequence_length,
+                        text_encoder_out_layers=settings.text_encoder_out_layers)
+
+
+register_pipeline(PipelineKind("Flux2KleinKVPipeline", phone=("scheduler", "vae", "transformer"),
+                               cloud=("text_encoder", "tokenizer"), load=_load_klein))

@@ -1,0 +1,78 @@
+"""Tiny pipeline folders built offline from configs with seeded weights (tests, ``sakura models
+export``): the real classes at a few hundred thousand parameters, so anyone can try ``--model DIR``
+without a download. Cloud side only: it needs ``transformers`` and ``tokenizers``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from sakura.platform.models.pipelines.kinds import SETTINGS
+
+#: Prompts the tiny byte-level BPE is trained on (any text still encodes, byte by byte).
+_CORPUS = ["put this face on the person in the photo", "dress the person in this garment",
+           "paint the photo in the style of this image", "a brick wall texture", "a cup of coffee"]
+_CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def _qwen_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import Qwen2TokenizerFast
+
+    bpe = Tokenizer(models.BPE(unk_token=None))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    bpe.train_from_iterator(_CORPUS, trainer)
+    return Qwen2TokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=_CHAT)
+
+
+def tiny_klein(out: Path, seed: int = 0) -> Path:
+    """A FLUX.2 [klein] KV pipeline: 2 double + 2 single blocks of 2 heads x 16, a 3-layer Qwen3
+    text encoder, a two-level VAE; 64x64 images, 256 reference tokens."""
+    from diffusers import AutoencoderKLFlux2, FlowMatchEulerDiscreteScheduler, Flux2KleinKVPipeline, Flux2Transformer2DModel
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    tokenizer = _qwen_tokenizer()
+    encoder = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                           num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1,
+                                           head_dim=16, max_position_embeddings=128)).eval()
+    layers = (1, 2, 3)
+    transformer = Flux2Transformer2DModel(patch_size=1, in_channels=16, num_layers=2, num_single_layers=2,
+                                          attention_head_dim=16, num_attention_heads=2,
+                                          joint_attention_dim=len(layers) * 32, timestep_guidance_channels=32,
+                                          axes_dims_rope=(4, 4, 4, 4), guidance_embeds=False)
+    vae = AutoencoderKLFlux2(block_out_channels=(8, 16), down_block_types=("DownEncoderBlock2D",) * 2,
+                             up_block_types=("UpDecoderBlock2D",) * 2, layers_per_block=1, latent_channels=4,
+                             norm_num_groups=4, sample_size=64)
+    scheduler = FlowMatchEulerDiscreteScheduler(use_dynamic_shifting=True, base_shift=0.5, max_shift=1.15,
+                                                base_image_seq_len=256, max_image_seq_len=4096, shift=3.0)
+    pipe = Flux2KleinKVPipeline(scheduler=scheduler, vae=vae, text_encoder=encoder, tokenizer=tokenizer,
+                                transformer=transformer)
+    pipe.save_pretrained(out)
+    settings = {"resolution": 64, "max_sequence_length": 32, "text_encoder_out_layers": list(layers)}
+    (out / SETTINGS).write_text(json.dumps(settings, indent=1))
+    return out
+
+
+TINY_PIPELINES: dict[str, Callable[[Path], Path]] = {"tiny-klein": tiny_klein}
+
+
+def export(name: str, out: str | Path) -> Path:
+    """Write the tiny pipeline ``name`` into the folder ``out`` (created; must be empty or new)."""
+    from sakura.platform.models.pipelines.folder import PipelineError
+
+    if name not in TINY_PIPELINES:
+        raise PipelineError(f"no tiny pipeline {name!r}; choose one of {sorted(TINY_PIPELINES)}")
+    out = Path(out).expanduser()
+    if out.exists() and any(out.iterdir()):
+        raise PipelineError(f"{out}: not empty; export into a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return TINY_PIPELINES[name](out)

@@ -1,0 +1,179 @@
+"""FLUX.2 [klein] KV pipeline folders: exact replay on diffusers' own KV seam, parity with the
+stock ``Flux2KleinKVPipeline``, a phone that never imports ``transformers``, typed errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from sakura.platform.errors import ModelError
+from sakura.platform.images import fit_image, load_image
+from sakura.platform.kv import ShardKey
+from sakura.platform.models import EditRequest, Schedule, Template, load_model
+from sakura.platform.models.pipelines import PipelineError
+from sakura.platform.models.pipelines import flux2_latents as ours
+from sakura.platform.models.pipelines.tiny import export
+from sakura.platform.verify import verify_model
+
+SCHEDULE = Schedule(steps=3, strength=0.8)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return export("tiny-klein", tmp_path_factory.mktemp("pipelines") / "tiny-klein")
+
+
+@pytest.fixture(scope="module")
+def cloud(folder):
+    return load_model(str(folder))
+
+
+@pytest.fixture(scope="module")
+def edit(cloud):
+    res = cloud.resolution
+    template = Template(fit_image(load_image("skimage:brick"), res), "a brick wall texture")
+    request = EditRequest(fit_image(load_image("skimage:coffee"), res), seed=3)
+    return template, request
+
+
+def test_latent_helpers_equal_diffusers_own(cloud, edit):
+    from diffusers.pipelines.flux2.pipeline_flux2_klein_kv import Flux2KleinKVPipeline as P
+    from diffusers.pipelines.flux2.pipeline_flux2_klein_kv import compute_empirical_mu
+
+    g = torch.Generator().manual_seed(0)
+    grid = torch.randn(2, 16, 6, 4, generator=g)
+    packed, ids = ours.pack(grid), ours.latent_ids(grid)
+    assert torch.equal(packed, P._pack_latents(grid)) and torch.equal(ids, P._prepare_latent_ids(grid))
+    assert torch.equal(ours.unpack(packed, ids), P._unpack_latents_with_ids(packed, ids))
+    assert torch.equal(ours.patchify(grid), P._patchify_latents(grid))
+    assert torch.equal(ours.unpatchify(grid), P._unpatchify_latents(grid))
+    embeds = torch.randn(2, 7, 5, generator=g)
+    assert torch.equal(ours.text_ids(embeds), P._prepare_text_ids(embeds))
+    for seq, steps in [(256, 4), (4096, 28), (5000, 50)]:
+        assert ours.empirical_mu(seq, steps) == compute_empirical_mu(seq, steps)
+    photo = torch.rand(1, 3, 64, 64, generator=g) * 2 - 1
+    assert torch.equal(ours.encode_image(cloud.vae, photo), cloud.pipe._encode_vae_image(photo, generator=None))
+
+
+def test_replay_is_exact_and_the_edit_equals_the_stock_pipeline(folder):
+    report = verify_model(str(folder), steps=3, repeats=1)
+    assert report.exact and report.rel_l2_diff == 0.0
+    assert report.pipeline == "Flux2KleinKVPipeline" and report.pipeline_parity
+    assert report.pipeline_max_abs_diff == 0.0  # bit-exact, not merely within 1e-5
+    assert report.shards == 4 and report.template_tokens == 256
+
+
+def test_img2img_starts_from_the_users_photo_and_the_kv_does_not_depend_on_it(cloud, edit):
+    template, request = edit
+    other = EditRequest(fit_image(load_image("skimage:astronaut"), cloud.resolution), seed=9)
+    a, b = cloud.capture(template, request, SCHEDULE), cloud.capture(template, other, SCHEDULE)
+    assert all(np.array_equal(a.kv[k].k, b.kv[k].k) and np.array_equal(a.kv[k].v, b.kv[k].v) for k in a.kv.keys)
+    assert not torch.equal(a.output, b.output)
+
+
+def test_replay_reads_each_shard_once_in_the_order_blocks_run(folder, cloud, edit):
+    template, request = edit
+    kv = cloud.capture(template, request, SCHEDULE).kv
+    phone = load_model(str(folder), phone=True)
+    read: list[ShardKey] = []
+
+    class Recording:
+        model_fingerprint, keys, template_tokens = kv.model_fingerprint, kv.keys, kv.template_tokens
+
+        def __getitem__(self, key):
+            read.append(key)
+            return kv[key]
+
+    phone.replay(Recording(), template.prompt, request, SCHEDULE, context=cloud.template_context(template))
+    assert tuple(read) == phone.kv_geometry(SCHEDULE.steps).keys
+
+
+_PHONE = """
+import importlib.util, sys
+_find_spec = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] == "transformers" else _find_spec(name, *a)
+class Absent:  # transformers is not installed on this phone
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "transformers":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Absent())
+import numpy as np
+from sakura.platform.kv import KVPair, ShardKey, TemplateKV
+from sakura.platform.models import EditRequest, Schedule, load_model
+phone = load_model(sys.argv[1], phone=True)
+saved = np.load(sys.argv[2])
+kv = TemplateKV(str(saved["fingerprint"]), {ShardKey(None, i): KVPair(saved[f"k{i}"], saved[f"v{i}"]) for i in range(4)})
+request = EditRequest(saved["photo"], seed=3)
+latent = phone.replay(kv, "", request, Schedule(steps=3, strength=0.8), context={"prompt_embeds": saved["embeds"]})
+np.save(sys.argv[3], phone.latent_to_image(latent))
+print("components", sorted(vars(phone.pipe or object()).keys()) if phone.pipe else None, "transformers" in sys.modules)
+"""
+
+
+def test_the_phone_loads_vae_and_transformer_only_and_never_imports_transformers(folder, cloud, edit, tmp_path):
+    template, request = edit
+    kv = cloud.capture(template, request, SCHEDULE).kv
+    context = cloud.template_context(template)
+    arrays = {f"{side}{i}": getattr(kv[ShardKey(None, i)], side) for i in range(4) for side in "kv"}
+    np.savez(tmp_path / "kv.npz", fingerprint=kv.model_fingerprint, photo=request.image, embeds=context["prompt_embeds"],
+             **arrays)
+    done = subprocess.run([sys.executable, "-c", _PHONE, str(folder), str(tmp_path / "kv.npz"), str(tmp_path / "out.npy")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "components None False"
+    expected = cloud.stock_image(template, request, SCHEDULE, context)
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), expected)
+
+
+def test_a_phone_adapter_cannot_encode_prompts(folder, edit):
+    phone = load_model(str(folder), phone=True)
+    assert phone.fingerprint == load_model(str(folder)).fingerprint
+    with pytest.raises(ModelError, match="text encoder"):
+        phone.template_context(edit[0])
+
+
+def test_bad_folders_are_typed_errors_naming_the_file_and_field(folder, tmp_path):
+    def broken(change) -> Path:
+        copy = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(folder, copy)
+        change(copy)
+        return copy
+
+    missing = broken(lambda d: shutil.rmtree(d / "vae"))
+    with pytest.raises(PipelineError, match=r"vae.*missing"):
+        load_model(str(missing))
+
+    def rename(d: Path) -> None:
+        index = json.loads((d / "model_index.json").read_text())
+        (d / "model_index.json").write_text(json.dumps({**index, "_class_name": "WanImageToVideoPipeline"}))
+
+    with pytest.raises(PipelineError, match=r"model_index.json: field '_class_name': unsupported"):
+        load_model(str(broken(rename)))
+    settings = broken(lambda d: (d / "sakura.json").write_text('{"resolution": 3}'))
+    with pytest.raises(PipelineError, match=r"sakura.json: field 'resolution'"):
+        load_model(str(settings))
+
+
+def test_a_reference_image_the_model_cannot_take_is_refused(cloud):
+    with pytest.raises(ModelError, match="reference image is 48x48"):
+        cloud.capture(Template(np.zeros((48, 48, 3), np.float32), "p"), EditRequest(np.zeros((64, 64, 3), np.float32)),
+                      SCHEDULE)
+
+
+def test_kv_of_another_pipeline_is_refused(folder, cloud, edit, tmp_path):
+    other = load_model(str(export("tiny-klein", tmp_path / "other")))  # same config, other... same seed
+    assert other.fingerprint == cloud.fingerprint  # a deterministic export: the same model
+    with torch.no_grad():
+        other.model.proj_out.weight.add_(1.0)
+    other._fingerprint = None
+    template, request = edit
+    with pytest.raises(ModelError, match="built for model"):
+        other.replay(cloud.capture(template, request, SCHEDULE).kv, "", request, SCHEDULE,
+                     context=cloud.template_context(template))
