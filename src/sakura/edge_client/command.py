@@ -26,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-offset", type=float, default=0.0, help="start this many seconds into the trace")
     p.add_argument("--rtt-ms", type=float, default=40.0, help="round trip added by --trace (default 40)")
     p.add_argument("--slowdown", type=float, default=1.0, help="emulate a phone this many times slower than this CPU")
+    p.add_argument("--model", help="this device's model: a diffusers pipeline folder (loaded as a phone would: VAE "
+                                   "and transformer only) or a named model (default: the named model the template names)")
     p.add_argument("--cache-dir", help="on-device shard cache directory (default: none)")
     p.add_argument("--cache-budget-mb", type=float, default=DEFAULT_CACHE_BUDGET / 2**20)
     p.add_argument("--seed", type=int, default=0)
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                      redirect_hosts=frozenset(args.redirect_host) if args.redirect_host else None)
     with EdgeSession(args.server, cache_dir=args.cache_dir, cache_budget_bytes=int(args.cache_budget_mb * 2**20),
                      api_key=os.environ.get("SAKURA_API_KEY"), timeout_s=args.timeout, link=link, device=device,
-                     urls=urls, min_rate_bytes_per_s=args.min_rate) as session:
+                     urls=urls, min_rate_bytes_per_s=args.min_rate, **_models(args)) as session:
         if link is not None:
             link.start()
         result = session.edit(image, args.template, args.version, policy, seed=args.seed)
@@ -71,6 +73,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{result.template} v{result.version} -> {args.out}: {s['latency_s']:.3f} s, "
               f"stalls {s['stall_s']:.3f} s, {s['network_bytes']} bytes, levels {s['levels']} ({s['policy']})")
     return 0
+
+
+def _models(args: argparse.Namespace) -> dict:
+    """``--model``: the app's own model for whatever the manifest calls it (the fingerprint check
+    still refuses a template built for another model)."""
+    if args.model is None:
+        return {}
+    from sakura.platform.models import load_model
+
+    adapter = load_model(args.model, phone=True)
+    return {"models": lambda _name: adapter}
 
 
 def _policy(args: argparse.Namespace, link: object | None) -> LevelPolicy:

@@ -12,6 +12,7 @@ from sakura.edge_client.cache import ShardCache
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.timeline import ShardTiming
 from sakura.edge_client.transport import Abandon, HttpTransport
+from sakura.platform import http_api
 from sakura.platform.manifest import Manifest
 
 #: (level being fetched, bytes received, their measured rate in bytes/s) -> a smaller level, or None.
@@ -70,8 +71,7 @@ class ShardFetcher:
         return self.cache.levels(self.manifest.template_id, self.manifest.version, index)
 
     def path(self, index: int, level: str) -> str:
-        m = self.manifest
-        return f"/v1/templates/{m.template_id}/versions/{m.version}/shards/{index}/{level}"
+        return http_api.shard_path(self.manifest.template_id, self.manifest.version, index, level)
 
     def fetch(
         self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: threading.Event,

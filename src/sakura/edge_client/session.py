@@ -27,7 +27,8 @@ from sakura.edge_client.timeline import Timeline
 from sakura.edge_client.transport import MIN_USEFUL_RATE, HttpTransport, RetryPolicy
 from sakura.edge_client.urls import UrlPolicy
 from sakura.edge_client.validation import MAX_EDIT_STEPS, accept_manifest, check_request
-from sakura.platform import layout
+from sakura.platform import http_api, layout
+from sakura.platform.context import decode_context
 from sakura.platform.errors import ModelError
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import fit_image
@@ -107,13 +108,22 @@ class EdgeSession:
                     return manifest
                 except ManifestError:
                     pass  # written by an older client, or damaged: fetch it again
-        body = self.transport.get(f"/v1/templates/{template}/versions/{version}/manifest", cancel=cancel,
-                                  limit=MAX_MANIFEST_BYTES).body
+        body = self.transport.get(http_api.manifest_path(template, version), cancel=cancel, limit=MAX_MANIFEST_BYTES).body
         manifest = Manifest.from_bytes(body)
         check_request(manifest, template, number)
         if self.cache is not None:
             self.cache.write_manifest(template, manifest.version, body)
         return manifest
+
+    def context(self, manifest: Manifest, *, cancel: threading.Event | None = None) -> dict[str, np.ndarray]:
+        """The template's context objects (e.g. prompt embeddings), verified and decoded; the
+        manifest was checked against the model first, so their shapes are ones it takes."""
+        out = {}
+        for entry in manifest.context:
+            path = http_api.context_path(manifest.template_id, manifest.version, entry.name)
+            data = self.transport.download(path, sha256=entry.sha256, length=entry.length, cancel=cancel).data
+            out[entry.name] = decode_context(data, tuple(entry.shape), entry.dtype)
+        return out
 
     def model_for(self, ref: ModelRef) -> ModelAdapter:
         """The on-device model a manifest was built for; refuses a template built for another model."""
@@ -144,6 +154,7 @@ class EdgeSession:
         manifest = self.manifest(template, version, cancel=cancel)
         adapter = self.model_for(manifest.model)
         limits = accept_manifest(manifest, adapter, max_steps=self.max_steps)
+        context = self.context(manifest, cancel=cancel)
         request = EditRequest(fit_image(np.asarray(image), adapter.resolution), seed=seed)
         schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
         if self.cache is not None:
@@ -152,7 +163,7 @@ class EdgeSession:
         pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
                                 limits=limits, clock=clock, cancel=cancel, device=self.device)
         pipeline.timeline.manifest_s = clock()
-        latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule))
+        latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule, context=context))
         result = adapter.latent_to_image(latent)
         timeline = pipeline.timeline
         timeline.compute_end = clock()

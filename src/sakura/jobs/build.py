@@ -49,6 +49,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tier", action="append", default=[], metavar="LEVEL=URI",
                    help="put a level's files on another store (repeatable), e.g. full=s3://cold/lib")
     p.add_argument("--steps", type=int, help="denoising steps the library is built for (default: the model's)")
+    p.add_argument("--strength", type=float, default=1.0,
+                   help="noise level edits start from: 1.0 pure noise, lower keeps more of the user's photo (default 1.0)")
     p.add_argument("--calibration", type=int, default=2, help="calibration requests per template")
     p.add_argument("--workers", type=int, default=1, help="Ray actors (one model each)")
     p.add_argument("--cpus-per-worker", type=float, default=1.0)
@@ -95,7 +97,10 @@ def preflight(args: argparse.Namespace) -> tuple[TemplateSpec, BuildSettings, Te
             stores[uri].check_reachable()
         except StoreError as exc:
             raise SakuraError(f"store {uri} is not usable: {exc}") from None
+    if not 0.0 < args.strength <= 1.0:
+        raise SakuraError(f"--strength must be in (0, 1], got {args.strength}")
     settings = BuildSettings(model=args.model, levels=levels, steps=args.steps or default_steps(args.model),
+                             strength=args.strength,
                              calibration=args.calibration, store=args.store, tiers=tuple(sorted(tiers.items())))
     library = TemplateLibrary(stores[args.store], {lv: stores[uri] for lv, uri in tiers.items()})
     return spec, settings, library, adapter.fingerprint

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from sakura.platform import layout
 from sakura.platform.codec import LevelSpec, encode_shard
 from sakura.platform.images import fit_image, image_bytes_identity, load_image
-from sakura.platform.importance import from_attention
+from sakura.platform.context import encode_context
+from sakura.platform.importance import from_attention, from_key_norms
 from sakura.platform.levelfile import ShardRow, build_level_file
 from sakura.platform.library import write_once
-from sakura.platform.manifest import LevelEntry, Manifest, ModelRef, ScheduleRef, ShardEntry, TokenLayout
+from sakura.platform.manifest import ContextEntry, LevelEntry, Manifest, ModelRef, ScheduleRef, ShardEntry, TokenLayout
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template, load_model
 from sakura.platform.spec import TemplateEntry
 from sakura.platform.store import ObjectStore, open_store
@@ -93,6 +94,14 @@ class TemplateBuilder:
             self._stores[uri] = open_store(uri)
         return self._stores[uri]
 
+    def _write_context(self, template_id: str, version: int, name: str, array) -> ContextEntry:
+        """A context object (e.g. the prompt's embeddings), next to the version's other files."""
+        data, shape, dtype = encode_context(array)
+        key = layout.context_key(template_id, version, name)
+        write_once(self._store(self.settings.store), key, data)
+        return ContextEntry(name=name, key=key, shape=shape, dtype=dtype, length=len(data),
+                            sha256=hashlib.sha256(data).hexdigest())
+
     def build(self, job: BuildJob) -> BuildOutcome:
         start = time.perf_counter()
         entry, adapter, s = job.entry, self.adapter, self.settings
@@ -103,7 +112,8 @@ class TemplateBuilder:
         captures = [adapter.capture(template, EditRequest(fit_image(load_image(p), res), seed=i), schedule)
                     for i, p in enumerate(photos)]
         kv = captures[0].kv
-        scores = from_attention(c.attention_mass for c in captures)
+        # Models on a pipeline's own KV seam expose no attention probabilities: rank by key norm.
+        scores = from_attention(c.attention_mass for c in captures) if captures[0].attention_mass else from_key_norms(kv)
         keys = kv.keys
         levels, locations = [], {}
         for level in s.levels:
@@ -117,6 +127,8 @@ class TemplateBuilder:
             locations[level.name] = locs
         importance_key = layout.importance_key(entry.id, job.version)
         write_once(self._store(s.store), importance_key, scores.to_bytes())
+        context = [self._write_context(entry.id, job.version, name, array)
+                   for name, array in sorted(adapter.template_context(template).items())]
         info = adapter.info()
         weights = {key: float(scores[key].sum(axis=1).mean()) for key in keys}
         manifest = Manifest(
@@ -131,6 +143,7 @@ class TemplateBuilder:
             shards=[ShardEntry(index=i, step=key.step, layer=key.layer, shape=kv[key].k.shape, weight=weights[key],
                                levels={lv.name: locations[lv.name][i] for lv in s.levels})
                     for i, key in enumerate(keys)],
+            context=context,
         )
         return BuildOutcome(entry.id, job.version, manifest, time.perf_counter() - start,
                             {lv.name: lv.bytes for lv in levels})

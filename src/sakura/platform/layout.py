@@ -101,6 +101,15 @@ def importance_key(template_id: str, version: int) -> str:
     return version_prefix(template_id, version) + "importance.npz"
 
 
+def context_key(template_id: str, version: int, name: str) -> str:
+    """A context object (e.g. prompt embeddings): see :mod:`sakura.platform.context`."""
+    from sakura.platform.context import CONTEXT_NAME_PATTERN
+
+    if not isinstance(name, str) or re.fullmatch(CONTEXT_NAME_PATTERN, name) is None:
+        raise InvalidName(f"invalid context object name {name!r}")
+    return version_prefix(template_id, version) + f"context-{name}.zst"
+
+
 def level_key(template_id: str, version: int, level: str) -> str:
     return version_prefix(template_id, version) + f"{validate_level(level)}.parquet"
 

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from sakura.platform.codec.levels import LEVEL_NAME_PATTERN
+from sakura.platform.context import CONTEXT_NAME_PATTERN
 from sakura.platform.errors import SakuraError
 from sakura.platform.ids import TEMPLATE_ID_PATTERN
 from sakura.platform.kv import ShardKey
@@ -71,6 +72,17 @@ class LevelEntry(_Strict):
     spec: dict
 
 
+class ContextEntry(_Strict):
+    """One context object (:mod:`sakura.platform.context`): a compressed array replay needs."""
+
+    name: str = Field(pattern=CONTEXT_NAME_PATTERN)
+    key: str = Field(max_length=1024)
+    shape: tuple[PositiveInt, ...] = Field(min_length=1, max_length=4)
+    dtype: Literal["float32", "float16"]
+    length: int = Field(gt=0)
+    sha256: str = Field(pattern=_SHA256)
+
+
 class ModelRef(_Strict):
     name: str = Field(min_length=1, max_length=_TEXT)
     family: str = Field(max_length=64)
@@ -108,12 +120,19 @@ class Manifest(_Strict):
     importance_key: str | None = Field(default=None, max_length=1024)
     levels: list[LevelEntry] = Field(min_length=1, max_length=MAX_LEVELS)  # smallest first
     shards: list[ShardEntry] = Field(min_length=1, max_length=MAX_SHARDS)  # in the order the model consumes them
+    context: list[ContextEntry] = Field(default_factory=list, max_length=MAX_LEVELS)
 
     def level(self, name: str) -> LevelEntry:
         for level in self.levels:
             if level.name == name:
                 return level
         raise ManifestError(f"{self.template_id} v{self.version} has no level {name!r}")
+
+    def context_object(self, name: str) -> ContextEntry:
+        for entry in self.context:
+            if entry.name == name:
+                return entry
+        raise ManifestError(f"{self.template_id} v{self.version} has no context object {name!r}")
 
     def shard(self, index: int) -> ShardEntry:
         if not 0 <= index < len(self.shards):
@@ -141,8 +160,8 @@ class Manifest(_Strict):
             err = exc.errors()[0]
             raise ManifestError(f"invalid manifest: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
         names = [level.name for level in manifest.levels]
-        if len(set(names)) != len(names):
-            raise ManifestError("invalid manifest: a level is listed twice")
+        if len(set(names)) != len(names) or len({c.name for c in manifest.context}) != len(manifest.context):
+            raise ManifestError("invalid manifest: a level or context object is listed twice")
         if any(set(s.levels) != set(names) for s in manifest.shards):
             raise ManifestError("invalid manifest: a shard lacks a level")
         if [s.index for s in manifest.shards] != list(range(len(manifest.shards))):

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from sakura.platform import http_api
 from sakura.platform.errors import InvalidTemplateId, SakuraError
 from sakura.platform.layout import InvalidName, parse_number, validate_level
 from sakura.platform.levelfile import ShardIntegrityError
@@ -32,7 +33,7 @@ from sakura.serve.body import parse_alias_body, read_capped
 from sakura.serve.config import ServeConfig
 from sakura.serve.errors import ApiError
 from sakura.serve.metrics import ServeMetrics
-from sakura.serve.reader import ShardReader, public_manifest
+from sakura.serve.reader import ShardReader, ShardRef, public_manifest
 from sakura.serve.ranges import RangeNotSatisfiable, parse_range
 
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -66,17 +67,17 @@ def create_api(config: ServeConfig) -> FastAPI:
     def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
-    @api.get("/v1/templates")
+    @api.get(http_api.CATALOGUE)
     def catalogue(request: Request) -> JSONResponse:
         require_reader_auth(request)
         return JSONResponse({"templates": reader.catalogue()}, headers={"Cache-Control": NO_CACHE})
 
-    @api.get("/v1/templates/{template_id}/versions")
+    @api.get(http_api.VERSIONS)
     def versions(template_id: str, request: Request) -> JSONResponse:
         require_reader_auth(request)
         return JSONResponse(reader.versions(template_id), headers={"Cache-Control": NO_CACHE})
 
-    @api.get("/v1/templates/{template_id}/versions/{version}/manifest")
+    @api.get(http_api.MANIFEST)
     def manifest(template_id: str, version: str, request: Request) -> Response:
         require_reader_auth(request)
         number, is_alias = reader.resolve(template_id, version)
@@ -87,7 +88,7 @@ def create_api(config: ServeConfig) -> FastAPI:
             return Response(status_code=304, headers=headers)
         return Response(body, media_type="application/json", headers=headers)
 
-    @api.get("/v1/templates/{template_id}/versions/{version}/shards/{shard}/{level}")
+    @api.get(http_api.SHARD)
     async def shard(template_id: str, version: str, shard: str, level: str, request: Request) -> Response:
         require_reader_auth(request)
         index = _shard_index(shard)
@@ -98,29 +99,20 @@ def create_api(config: ServeConfig) -> FastAPI:
             raise ApiError(404, "unknown_shard", f"{template_id} v{number} has {len(manifest.shards)} shards")
         if level not in manifest.shards[index].levels:
             raise ApiError(404, "unknown_level", f"{template_id} v{number} has no level {level!r}")
-        location = manifest.shards[index].levels[level]
-        etag = f'"{location.sha256}"'
-        headers = {"ETag": etag, "Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "Accept-Ranges": "bytes",
-                   "X-Sakura-Version": str(number)}
-        if _etag_matches(request, etag):
-            return Response(status_code=304, headers=headers)
-        if config.mode == "redirect":
-            return _redirect(reader, manifest, index, level, headers, config)
-        data = (await run_in_threadpool(reader.shard, manifest, index, level)).data
-        requested = request.headers.get("range")
-        if requested and (not request.headers.get("if-range") or request.headers.get("if-range") == etag):
-            try:
-                span = parse_range(requested, len(data))
-            except RangeNotSatisfiable:
-                raise ApiError(416, "range_not_satisfiable", f"range {requested!r} is outside {len(data)} bytes",
-                               {"Content-Range": f"bytes */{len(data)}"}) from None
-            if span is not None:
-                start, end = span
-                headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(data)}"
-                return Response(data[start:end], status_code=206, media_type="application/octet-stream", headers=headers)
-        return Response(data, media_type="application/octet-stream", headers=headers)
+        return await _object(request, reader, manifest, reader.locate(manifest, index, level), f"#{index} {level}",
+                             is_alias, config)
 
-    @api.put("/v1/templates/{template_id}/aliases/{alias}")
+    @api.get(http_api.CONTEXT)
+    async def context(template_id: str, version: str, name: str, request: Request) -> Response:
+        require_reader_auth(request)
+        number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
+        manifest = await run_in_threadpool(reader.manifest, template_id, number)
+        if name not in {c.name for c in manifest.context}:
+            raise ApiError(404, "unknown_context", f"{template_id} v{number} has no context object {name[:64]!r}")
+        return await _object(request, reader, manifest, reader.locate_context(manifest, name), f"context {name}",
+                             is_alias, config)
+
+    @api.put(http_api.ALIAS)
     async def put_alias(template_id: str, alias: str, request: Request) -> JSONResponse:
         _require_admin(request, config)
         version, force = parse_alias_body(await read_capped(request))
@@ -130,9 +122,33 @@ def create_api(config: ServeConfig) -> FastAPI:
     return api
 
 
-def _redirect(reader: ShardReader, manifest, index: int, level: str, headers: dict[str, str], config: ServeConfig) -> Response:
-    """307 to where the level file lives; the client reads the payload's bytes with a Range."""
-    ref = reader.locate(manifest, index, level)
+async def _object(request: Request, reader: ShardReader, manifest, ref: ShardRef, what: str, is_alias: bool,
+                  config: ServeConfig) -> Response:
+    """Immutable bytes (a shard's payload or a context object): ETag, 304, redirect mode, Range."""
+    etag = f'"{ref.location.sha256}"'
+    headers = {"ETag": etag, "Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "Accept-Ranges": "bytes",
+               "X-Sakura-Version": str(manifest.version)}
+    if _etag_matches(request, etag):
+        return Response(status_code=304, headers=headers)
+    if config.mode == "redirect":
+        return _redirect(ref, headers, config)
+    data = (await run_in_threadpool(reader.read, manifest, ref, what)).data
+    requested = request.headers.get("range")
+    if requested and (not request.headers.get("if-range") or request.headers.get("if-range") == etag):
+        try:
+            span = parse_range(requested, len(data))
+        except RangeNotSatisfiable:
+            raise ApiError(416, "range_not_satisfiable", f"range {requested!r} is outside {len(data)} bytes",
+                           {"Content-Range": f"bytes */{len(data)}"}) from None
+        if span is not None:
+            start, end = span
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(data)}"
+            return Response(data[start:end], status_code=206, media_type="application/octet-stream", headers=headers)
+    return Response(data, media_type="application/octet-stream", headers=headers)
+
+
+def _redirect(ref: ShardRef, headers: dict[str, str], config: ServeConfig) -> Response:
+    """307 to the object holding the bytes; the client reads them with a Range."""
     if config.cdn_base_url:
         url = f"{config.cdn_base_url.rstrip('/')}/{ref.key}"
     elif hasattr(ref.store, "presigned_url"):

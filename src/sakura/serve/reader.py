@@ -155,8 +155,22 @@ class ShardReader:
         level_entry = manifest.level(level)
         return ShardRef(self._store(level_entry.store or self.config.store), level_entry.key, entry.levels[level])
 
+    def locate_context(self, manifest: Manifest, name: str) -> ShardRef:
+        """A context object: a whole object in the library's own root."""
+        entry = manifest.context_object(name)
+        whole = ShardLocation(row_group=0, row_group_offset=0, row_group_length=entry.length, offset=0,
+                              length=entry.length, sha256=entry.sha256)
+        return ShardRef(self.library.store, entry.key, whole)
+
     def shard(self, manifest: Manifest, index: int, level: str) -> Shard:
-        ref = self.locate(manifest, index, level)
+        return self.read(manifest, self.locate(manifest, index, level), f"#{index} {level}")
+
+    def context(self, manifest: Manifest, name: str) -> Shard:
+        return self.read(manifest, self.locate_context(manifest, name), f"context {name}")
+
+    def read(self, manifest: Manifest, ref: ShardRef, what: str) -> Shard:
+        """A shard's or context object's bytes: memory, disk, then one ranged read of the store,
+        checked against the manifest's sha256 before it is cached or served."""
         sha = ref.location.sha256
         data = self.memory.get(sha)
         if data is not None:
@@ -177,8 +191,8 @@ class ShardReader:
             verify_payload(data, ref.location)
         except ShardIntegrityError:
             self.metrics.corrupt.inc()
-            log.error("corrupt shard %s v%s #%s %s: bytes at %s do not match sha256 %s",
-                      manifest.template_id, manifest.version, index, level, ref.key, sha)
+            log.error("corrupt bytes %s v%s %s: bytes at %s do not match sha256 %s",
+                      manifest.template_id, manifest.version, what, ref.key, sha)
             raise
         self.metrics.tier_hits.labels("store").inc()
         self.memory.put(sha, data)

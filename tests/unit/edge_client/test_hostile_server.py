@@ -336,3 +336,24 @@ def test_no_attack_grows_the_client_past_twice_a_normal_edit(hostile):
     attacked = _child(*(hostile.url_for(s) for s in scenarios))
     assert "ok" not in attacked["results"].values(), attacked
     assert attacked["maxrss_kb"] < 2 * normal["maxrss_kb"], (attacked, normal)
+
+
+def _context(manifest: dict, name: str, shape: list[int], length: int = 100) -> dict:
+    manifest["context"] = [{"name": name, "key": "templates/portrait/versions/1/context-x.zst", "shape": shape,
+                            "dtype": "float32", "length": length, "sha256": "0" * 64}]
+    return manifest
+
+
+SCENARIOS.update({
+    "context-unknown": on_manifest(lambda m: _context(m, "prompt_embeds", [4, 4])),
+})
+
+
+def test_context_objects_the_model_does_not_take_are_refused_before_any_request(hostile, reference_model, tmp_path,
+                                                                               monkeypatch):
+    outcome, _ = attack(hostile, "context-unknown", reference_model, tmp_path)
+    assert isinstance(outcome, ManifestError) and "not one the model takes" in str(outcome)
+    monkeypatch.setattr(reference_model, "context_limits", lambda: {"prompt_embeds": (2, 4)}, raising=False)
+    outcome, _ = attack(hostile, "context-unknown", reference_model, tmp_path / "b")
+    assert isinstance(outcome, ManifestError) and "at most (2, 4)" in str(outcome)
+    assert {r.path for r in hostile.requests("context-unknown")} == {"/v1/templates/portrait/versions/latest/manifest"}

@@ -135,6 +135,11 @@ class ModelAdapter(abc.ABC):
         prompt embeddings of a text encoder the phone never loads). None by default."""
         return {}
 
+    def context_limits(self) -> dict[str, tuple[int, ...]]:
+        """The context objects replay takes and the largest shape of each (what a client checks
+        a server's manifest against)."""
+        return {}
+
     # -- shared ---------------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:

@@ -154,6 +154,9 @@ class KleinAdapter(ModelAdapter):
                                                 text_encoder_out_layers=self.text_encoder_out_layers)
         return {PROMPT_EMBEDS: embeds[0].float().numpy()}
 
+    def context_limits(self) -> dict[str, tuple[int, ...]]:
+        return {PROMPT_EMBEDS: (self.max_sequence_length, self.model.config.joint_attention_dim)}
+
     def capture(self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True) -> CaptureResult:
         """The stock first step (``extract``) on the template's reference latents; its cache is the KV."""
         self._masked_only(masked)

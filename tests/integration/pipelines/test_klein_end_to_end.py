@@ -1,0 +1,112 @@
+"""FLUX.2 [klein] KV from a pipeline folder, cloud to phone: `sakura models export tiny-klein`,
+`sakura build --model DIR` (Ray), Ray Serve, `sakura edit --model DIR` (the phone loads VAE and
+transformer only) -> the stock pipeline's image at the lossless level."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from skimage.io import imread
+
+from sakura.cli import main as sakura
+from sakura.edge_client import EdgeSession
+from sakura.evaluation import psnr_db
+from sakura.platform.context import decode_context
+from sakura.platform.images import fit_image, load_image
+from sakura.platform.library import TemplateLibrary
+from sakura.platform.models import EditRequest, Schedule, Template, load_model
+from sakura.platform.store import open_store
+from sakura.platform.verify import PARITY_MAX_ABS
+from tests.integration.conftest import free_port
+
+PROMPT, PHOTO, SCHEDULE = "a brick wall texture", "skimage:coffee", Schedule(steps=3, strength=0.8)
+
+
+@pytest.fixture(scope="module")
+def klein(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("klein") / "tiny-klein"
+    assert sakura(["models", "export", "tiny-klein", "--out", str(folder)]) == 0
+    return folder
+
+
+@pytest.fixture(scope="module")
+def library(klein, tmp_path_factory, ray_cluster) -> str:
+    from skimage import io as skio
+
+    root = tmp_path_factory.mktemp("klein-lib")
+    skio.imsave(root / "brick.png", load_image("skimage:brick"), check_contrast=False)
+    (root / "spec.yaml").write_text(f"templates:\n  - id: brick\n    task: custom\n    image: brick.png\n    prompt: {PROMPT}\n")
+    store = f"file://{root}/lib"
+    assert sakura(["build", "--spec", str(root / "spec.yaml"), "--model", str(klein), "--store", store,
+                   "--ray-address", ray_cluster.address, "--calibration", "1", "--steps", "3", "--strength", "0.8"]) == 0
+    return store
+
+
+@pytest.fixture(scope="module")
+def server(library):
+    from ray import serve
+
+    from sakura.serve.app import build_app
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(build_app({"store": library}), name="klein", route_prefix="/klein")
+    base = f"http://127.0.0.1:{port}/klein"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{base}/v1/templates", timeout=5).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    yield base
+    serve.delete("klein")
+
+
+@pytest.fixture(scope="module")
+def stock(klein, library) -> np.ndarray:
+    """What the unmodified Flux2KleinKVPipeline computes for the same edit, from the prompt
+    embeddings the library ships (the build's text encoder ran in a one-thread Ray actor; its last
+    bits may differ from this process's run of it)."""
+    cloud = load_model(str(klein))
+    root = Path(library.removeprefix("file://")).parent
+    template = Template(fit_image(load_image(str(root / "brick.png")), cloud.resolution), PROMPT)
+    request = EditRequest(fit_image(load_image(PHOTO), cloud.resolution), seed=0)
+    store, manifest = open_store(library), TemplateLibrary(open_store(library)).manifest("brick", 1)
+    context = {c.name: decode_context(store.get(c.key), tuple(c.shape), c.dtype) for c in manifest.context}
+    return cloud.stock_image(template, request, SCHEDULE, context)
+
+
+def test_the_library_ships_prompt_embeddings_and_no_text_encoder_runs_on_the_phone(library):
+    manifest = TemplateLibrary(open_store(library)).manifest("brick", 1)
+    assert manifest.model.family == "flux2-klein" and len(manifest.shards) == 4
+    assert [(c.name, c.shape, c.dtype) for c in manifest.context] == [("prompt_embeds", (32, 96), "float32")]
+    assert manifest.schedule.steps == 3 and manifest.schedule.strength == 0.8
+
+
+def test_sakura_edit_at_the_lossless_level_is_the_stock_pipelines_image(klein, server, stock, tmp_path, capsys):
+    out = tmp_path / "edited.png"
+    assert sakura(["edit", "--server", server, "--template", "brick", "--image", PHOTO, "--out", str(out),
+                   "--model", str(klein), "--policy", "fixed-full", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["levels"] == {"full": 4}
+    expected = (np.clip(stock, 0, 1) * 255).round().astype(np.int16)
+    assert np.abs(imread(out).astype(np.int16) - expected).max() <= 1  # PNG rounding of a <= 1e-5 difference
+
+
+def test_a_lossy_level_stays_close_to_the_stock_image(klein, server, stock):
+    phone = load_model(str(klein), phone=True)
+    with EdgeSession(server, models=lambda _: phone) as session:
+        full = session.edit(load_image(PHOTO), "brick", policy="fixed-full")
+        compact = session.edit(load_image(PHOTO), "brick", policy="fixed-compact")
+    # Within PARITY_MAX_ABS, not bit-exact: the build captured the KV in a one-thread Ray actor and
+    # the stock run here uses two threads, so float sums round differently (same threads: 0.0).
+    assert np.abs(full.image - stock).max() <= PARITY_MAX_ABS
+    assert compact.levels == ["compact"] * 4 and compact.bytes < full.bytes
+    assert psnr_db(stock, compact.image) > 30.0, psnr_db(stock, compact.image)
