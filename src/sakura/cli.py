@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=_models_verify)
 
     export = models.add_parser("export", help="write a tiny diffusers pipeline folder (no download) to try --model DIR")
-    export.add_argument("name", help="tiny-klein")
+    export.add_argument("name", help="tiny-klein, tiny-kontext or tiny-sd3-pipeline")
     export.add_argument("--out", required=True, help="a new (or empty) folder")
     export.set_defaults(run=_models_export)
 

@@ -3,20 +3,13 @@ made with the exact template KV (same photo, same seed), computed by really repl
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from sakura.platform.images import IDENTICAL_DB, psnr_db
 from sakura.platform.kv import TemplateKV
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule
 
-IDENTICAL_DB = 100.0  # reported for a bit-identical output
-
-
-def psnr_db(ref: np.ndarray, img: np.ndarray) -> float:
-    """PSNR of ``img`` against ``ref`` (values in [0, 1]); infinite when they are identical."""
-    mse = float(np.mean((np.asarray(ref, np.float64) - np.asarray(img, np.float64)) ** 2))
-    return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
+__all__ = ["IDENTICAL_DB", "FidelityTable", "psnr_db"]
 
 
 class FidelityTable:

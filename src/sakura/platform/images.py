@@ -12,6 +12,7 @@ allocating its pixels.
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import IO
@@ -70,6 +71,16 @@ def load_image(ref: str, base_dir: Path | None = None, *, max_pixels: int = MAX_
         except Exception as exc:  # a decoder fails in many ways on a damaged file
             raise ImageError(f"{path}: cannot decode image: {_one_line(exc)}") from None
     return _as_rgb_uint8(np.asarray(arr), str(path))
+
+
+#: What a PSNR is reported as for a bit-identical image.
+IDENTICAL_DB = 100.0
+
+
+def psnr_db(ref: np.ndarray, img: np.ndarray) -> float:
+    """PSNR of ``img`` against ``ref`` (values in [0, 1]); infinite when they are identical."""
+    mse = float(np.mean((np.asarray(ref, np.float64) - np.asarray(img, np.float64)) ** 2))
+    return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
 
 
 def fit_image(image: np.ndarray, resolution: int) -> np.ndarray:

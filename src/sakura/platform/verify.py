@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from sakura.platform.images import fit_image, load_image
+from sakura.platform.images import IDENTICAL_DB, fit_image, load_image, psnr_db
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template, load_model
 
 #: ``exact`` means the replayed output is within this relative L2 distance of the full one.
@@ -49,6 +49,9 @@ class VerifyReport:
     pipeline: str | None = None
     pipeline_parity: bool | None = None
     pipeline_max_abs_diff: float | None = None
+    #: For pipelines whose stock reference tokens attend to the user's (Kontext, SD3): PSNR of the
+    #: masked pipeline's image (what SAKURA equals) against the unmodified one's.
+    stock_psnr_db: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -62,6 +65,15 @@ class StockPipeline(Protocol):
 
     def stock_image(self, template: Template, request: EditRequest, schedule: Schedule,
                     context: Mapping[str, np.ndarray]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class MaskedStockPipeline(StockPipeline, Protocol):
+    """A pipeline SAKURA runs with masked reference tokens: ``stock_image`` is its own call under
+    that masking, ``unmodified_stock_image`` the call as it ships."""
+
+    def unmodified_stock_image(self, template: Template, request: EditRequest, schedule: Schedule,
+                               context: Mapping[str, np.ndarray]) -> np.ndarray: ...
 
 
 def verify_model(name_or_path: str, *, steps: int = 4, repeats: int = 3) -> VerifyReport:
@@ -112,7 +124,11 @@ def _parity(adapter: ModelAdapter, template: Template, request: EditRequest, sch
         return {}
     stock = adapter.stock_image(template, request, schedule, context)
     diff = float(np.abs(adapter.latent_to_image(replayed) - stock).max())
-    return {"pipeline": adapter.pipeline_class, "pipeline_parity": diff <= PARITY_MAX_ABS, "pipeline_max_abs_diff": diff}
+    report = {"pipeline": adapter.pipeline_class, "pipeline_parity": diff <= PARITY_MAX_ABS, "pipeline_max_abs_diff": diff}
+    if isinstance(adapter, MaskedStockPipeline):
+        unmodified = adapter.unmodified_stock_image(template, request, schedule, context)
+        report["stock_psnr_db"] = min(IDENTICAL_DB, psnr_db(stock, unmodified))
+    return report
 
 
 def _median_time(fn: Callable[[], torch.Tensor], repeats: int) -> tuple[float, torch.Tensor]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from sakura.platform.models._pixels import PixelCodec
@@ -13,14 +14,28 @@ from sakura.platform.models.base import EditRequest, ModelInfo
 from sakura.platform.models.denoising import DenoisingAdapter
 
 
+class LatentCodec(Protocol):
+    """Images (HxWx3 in [0, 1]) <-> the transformer's (grid, grid, channels) latent cells."""
+
+    pack: int
+    grid: int
+
+    def encode(self, image: np.ndarray) -> torch.Tensor: ...
+
+    def decode(self, cells: torch.Tensor) -> np.ndarray: ...
+
+
 class DiffusersAdapter(DenoisingAdapter):
-    """A diffusers transformer without its text encoder or VAE (see ``_prompts`` and ``_pixels``)."""
+    """A diffusers transformer without its text encoder or VAE (see ``_prompts`` and ``_pixels``).
+
+    ``codec`` replaces the pixel codec (a pipeline folder's VAE: ``pipelines.vae_codec``)."""
 
     step_dependent = True
 
-    def __init__(self, model: torch.nn.Module, *, name: str, resolution: int, pack: int, text_tokens: int) -> None:
+    def __init__(self, model: torch.nn.Module, *, name: str, resolution: int, pack: int, text_tokens: int,
+                 codec: LatentCodec | None = None) -> None:
         cfg = model.config
-        self.codec = PixelCodec(resolution, pack, cfg.in_channels)
+        self.codec = codec if codec is not None else PixelCodec(resolution, pack, cfg.in_channels)
         self.prompts = HashedPromptEncoder(text_tokens, cfg.joint_attention_dim, cfg.pooled_projection_dim)
         self.text_tokens = text_tokens
         super().__init__(model, name=name, resolution=resolution)

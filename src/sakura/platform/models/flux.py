@@ -67,6 +67,8 @@ class FluxTemplateProcessor:
 
 class FluxAdapter(DiffusersAdapter):
     family = "flux"
+    #: The embedded guidance of guidance-distilled checkpoints (``guidance_embeds``).
+    guidance_scale: float = 3.5
 
     def _attention_modules(self) -> list[torch.nn.Module]:
         blocks = list(self.model.transformer_blocks) + list(self.model.single_transformer_blocks)
@@ -97,7 +99,9 @@ class FluxAdapter(DiffusersAdapter):
         if template is not None:
             tokens = torch.cat([x, template], dim=1)
             ids = torch.cat([ids, self._ids(template=True)], dim=0)
-        guidance = torch.full((1,), 3.5, dtype=self._dtype) if self.model.config.guidance_embeds else None
+        guidance = None
+        if self.model.config.guidance_embeds:
+            guidance = torch.full((1,), self.guidance_scale, dtype=self._dtype)
         out = self.model(
             hidden_states=tokens,
             encoder_hidden_states=text,

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from sakura.platform.models._attention import template_attention
-from sakura.platform.models._diffusers import DiffusersAdapter
+from sakura.platform.models._diffusers import DiffusersAdapter, LatentCodec
 from sakura.platform.models.base import to_unit_image
 
 
@@ -71,9 +71,10 @@ class SD3TemplateProcessor:
 class SD3Adapter(DiffusersAdapter):
     family = "sd3"
 
-    def __init__(self, model: torch.nn.Module, *, name: str, resolution: int, pack: int, text_tokens: int) -> None:
+    def __init__(self, model: torch.nn.Module, *, name: str, resolution: int, pack: int, text_tokens: int,
+                 codec: LatentCodec | None = None) -> None:
         # SD3 patchifies by itself: the codec maps pixels to the model's latent grid.
-        super().__init__(model, name=name, resolution=resolution, pack=pack, text_tokens=text_tokens)
+        super().__init__(model, name=name, resolution=resolution, pack=pack, text_tokens=text_tokens, codec=codec)
         model.pos_embed.register_forward_hook(self._append_template_tokens)
         model.proj_out.register_forward_hook(self._drop_template_tokens)
 

@@ -177,3 +177,12 @@ def test_kv_of_another_pipeline_is_refused(folder, cloud, edit, tmp_path):
     with pytest.raises(ModelError, match="built for model"):
         other.replay(cloud.capture(template, request, SCHEDULE).kv, "", request, SCHEDULE,
                      context=cloud.template_context(template))
+
+
+def test_an_export_is_the_same_pipeline_every_time(folder, tmp_path):
+    again = export("tiny-klein", tmp_path / "again")
+    files = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    assert all((folder / f).read_bytes() == (again / f).read_bytes() for f in files)
+    tokenizer = load_model(str(folder)).pipe.tokenizer
+    assert tokenizer.decode(tokenizer("a brick wall texture")["input_ids"]) == "a brick wall texture"

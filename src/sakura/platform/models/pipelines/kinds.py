@@ -2,7 +2,8 @@
 
 A folder may carry a ``sakura.json`` next to its ``model_index.json`` with the settings a
 pipeline's ``__call__`` would otherwise take per call and that SAKURA fixes per library: the
-resolution templates and edits run at, the prompt length, the text encoder's output layers.
+resolution templates and edits run at, the prompt length, the text encoder's output layers
+(klein), the embedded guidance (Kontext), the CLIP tokenizers' length (SD3).
 """
 
 from __future__ import annotations
@@ -24,6 +25,22 @@ class KleinSettings(BaseModel):
     resolution: int = Field(default=512, ge=16, le=2048)
     max_sequence_length: int = Field(default=512, ge=1, le=512)
     text_encoder_out_layers: tuple[int, ...] = Field(default=(9, 18, 27), min_length=1, max_length=8)
+
+
+class KontextSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    resolution: int = Field(default=1024, ge=16, le=2048)
+    max_sequence_length: int = Field(default=512, ge=1, le=512)  # T5 tokens
+    guidance_scale: float = Field(default=3.5, ge=0.0, le=100.0)  # embedded guidance (no true CFG)
+
+
+class SD3Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    resolution: int = Field(default=1024, ge=16, le=2048)
+    max_sequence_length: int = Field(default=256, ge=1, le=512)  # T5 tokens
+    clip_max_length: int = Field(default=77, ge=1, le=77)  # the CLIP tokenizers' model_max_length
 
 
 def read_settings(folder: PipelineFolder, model: type[BaseModel]) -> Any:
@@ -56,3 +73,23 @@ def _load_klein(folder: PipelineFolder, components: dict[str, Any], dtype: torch
 
 register_pipeline(PipelineKind("Flux2KleinKVPipeline", phone=("scheduler", "vae", "transformer"),
                                cloud=("text_encoder", "tokenizer"), load=_load_klein))
+
+
+def _load_kontext(folder: PipelineFolder, components: dict[str, Any], dtype: torch.dtype) -> Any:
+    from sakura.platform.models.pipelines.kontext import load_kontext
+
+    return load_kontext(folder, components, read_settings(folder, KontextSettings))
+
+
+def _load_sd3(folder: PipelineFolder, components: dict[str, Any], dtype: torch.dtype) -> Any:
+    from sakura.platform.models.pipelines.sd3_pipeline import load_sd3
+
+    return load_sd3(folder, components, read_settings(folder, SD3Settings))
+
+
+_PER_STEP_PHONE = ("scheduler", "vae", "transformer")
+register_pipeline(PipelineKind("FluxKontextPipeline", phone=_PER_STEP_PHONE,
+                               cloud=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"), load=_load_kontext))
+register_pipeline(PipelineKind("StableDiffusion3Pipeline", phone=_PER_STEP_PHONE,
+                               cloud=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2", "text_encoder_3",
+                                      "tokenizer_3"), load=_load_sd3))

@@ -12,8 +12,9 @@ from typing import Callable
 import torch
 
 from sakura.platform.models.pipelines.kinds import SETTINGS
+from sakura.platform.models.pipelines.tiny_clip_t5 import tiny_kontext, tiny_sd3_pipeline
 
-#: Prompts the tiny byte-level BPE is trained on (any text still encodes, byte by byte).
+#: Words the tiny byte-level BPE has merges for (any text still encodes, byte by byte).
 _CORPUS = ["put this face on the person in the photo", "dress the person in this garment",
            "paint the photo in the style of this image", "a brick wall texture", "a cup of coffee"]
 _CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -21,15 +22,28 @@ _CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}
 
 
 def _qwen_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """Qwen's byte-level BPE with merges made from each corpus word (with and without its leading
+    space), left to right. Made, not trained: the ``tokenizers`` trainer breaks ties between
+    equally frequent pairs differently from one process to the next, and an export must be
+    reproducible."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import Qwen2TokenizerFast
 
-    bpe = Tokenizer(models.BPE(unk_token=None))
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    vocab = {token: i for i, token in enumerate([*special, *sorted(pre_tokenizers.ByteLevel.alphabet())])}
+    merges: list[tuple[str, str]] = []
+    for word in sorted({word for line in _CORPUS for word in line.split()}):
+        for parts in (list(word), ["\u0120", *word]):  # U+0120 is ByteLevel's space
+            while len(parts) > 1:
+                merged = parts[0] + parts[1]
+                if merged not in vocab:
+                    vocab[merged] = len(vocab)
+                    merges.append((parts[0], parts[1]))
+                parts = [merged, *parts[2:]]
+    bpe = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=None))
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    bpe.train_from_iterator(_CORPUS, trainer)
+    bpe.add_special_tokens(special)
     return Qwen2TokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=_CHAT)
 
 
@@ -62,7 +76,8 @@ def tiny_klein(out: Path, seed: int = 0) -> Path:
     return out
 
 
-TINY_PIPELINES: dict[str, Callable[[Path], Path]] = {"tiny-klein": tiny_klein}
+TINY_PIPELINES: dict[str, Callable[[Path], Path]] = {"tiny-klein": tiny_klein, "tiny-kontext": tiny_kontext,
+                                                     "tiny-sd3-pipeline": tiny_sd3_pipeline}
 
 
 def export(name: str, out: str | Path) -> Path:
