@@ -16,6 +16,7 @@ import torch
 from sakura.platform.errors import UnknownModel
 from sakura.platform.models.base import ModelAdapter
 from sakura.platform.models.pipelines import is_pipeline_folder, load_pipeline
+from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, named_builder
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class NamedModel:
     init_gain: float = 2.0
     #: Denoising steps a library is built for (step-dependent models need one shard per step).
     default_steps: int = 4
+    #: Builds the adapter itself (a pipeline's model: transformer, VAE, scheduler) instead of
+    #: ``family`` + ``config``.
+    build: Callable[["NamedModel", torch.dtype], ModelAdapter] | None = None
 
 
 _NAMED: dict[str, NamedModel] = {}
@@ -66,6 +70,14 @@ register_model(NamedModel(
     config=dict(patch_size=1, in_channels=12, num_layers=4, num_single_layers=8, attention_head_dim=64,
                 num_attention_heads=12, joint_attention_dim=256, pooled_projection_dim=256, axes_dims_rope=(8, 28, 28)),
     resolution=64, pack=2, text_tokens=64,
+))
+register_model(NamedModel(
+    name="klein-4b-shape",
+    family="flux2-klein",
+    description="FLUX.2 [klein] 4B's shapes, random weights: 5 double + 20 single blocks, 24x128 heads, "
+                "random prompt embeddings for its text encoder, 512x512 -> 1024 reference tokens (16 GB in fp32)",
+    config=dict(KLEIN_4B.transformer), resolution=512, pack=16, text_tokens=512, init_gain=1.0,
+    build=named_builder(KLEIN_4B),
 ))
 
 
@@ -112,6 +124,8 @@ def load_model(name_or_path: str, *, dtype: torch.dtype = torch.float32, phone: 
 
 
 def _build_named(spec: NamedModel, dtype: torch.dtype) -> ModelAdapter:
+    if spec.build is not None:
+        return spec.build(spec, dtype)
     model = _model_class(spec.family)(**spec.config)
     seed_weights(model, spec.seed, gain=spec.init_gain)
     if dtype != torch.float32:
