@@ -66,7 +66,7 @@ def server(library):
             pass
         time.sleep(0.5)
     yield base
-    serve.delete("klein")
+    serve.shutdown()  # the next module starts Serve on a port of its own
 
 
 @pytest.fixture(scope="module")
