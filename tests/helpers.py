@@ -11,6 +11,20 @@ from sakura.platform.spec import parse_spec
 from sakura.platform.store import open_store
 
 
+#: A subprocess preamble that makes ``transformers`` look not installed (diffusers imports it
+#: whenever it is, so only this shows what a phone, which never installs it, can run).
+WITHOUT_TRANSFORMERS = """
+import importlib.util, sys
+_find_spec = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] == "transformers" else _find_spec(name, *a)
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "transformers":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Absent())
+"""
+
+
 def make_builder(model: str = "tiny-sd3", steps: int = 1) -> TemplateBuilder:
     return TemplateBuilder(BuildSettings(model=model, levels=tuple(default_levels().values()), steps=steps, calibration=1))
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import time
 import uuid
 from typing import Iterator
 
@@ -133,3 +135,32 @@ def ray_cluster() -> Iterator[RayCluster]:
     finally:
         ray.shutdown()
         cluster.stop()
+
+
+@contextlib.contextmanager
+def serve_apps(apps: dict[str, dict], *, health: str = "/healthz") -> Iterator[str]:
+    """Ray Serve on a free loopback port with one ``build_app(args)`` per route prefix, ready when
+    ``health`` answers; shut down afterwards (a later module's ``serve.start`` would otherwise
+    attach to this instance and never listen on its own port). Yields the base URL."""
+    import httpx
+    from ray import serve
+
+    from sakura.serve.app import build_app
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    try:
+        for i, (prefix, args) in enumerate(apps.items()):
+            serve.run(build_app(args), name=f"app{i}", route_prefix=prefix)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if httpx.get(base + health, timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        yield base
+    finally:
+        serve.shutdown()

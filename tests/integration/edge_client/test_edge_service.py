@@ -3,10 +3,8 @@ exact output at full, redirect mode, and adaptation on a kernel-shaped link."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
@@ -16,7 +14,7 @@ from sakura.platform.images import load_image
 from sakura.platform.models import load_model
 from sakura.platform.traces import load_trace
 from tests.helpers import exact_edit, make_library
-from tests.integration.conftest import free_port
+from tests.integration.conftest import serve_apps
 
 TRACE = Path(__file__).resolve().parents[4] / "shared" / "traces" / "lumos-4g" / "4g_trace_driving_50174_dr"
 TEMPLATE_IMAGE, PHOTO = "skimage:astronaut", "skimage:coffee"
@@ -29,27 +27,10 @@ def model():
 
 @pytest.fixture(scope="module")
 def service(ray_cluster, s3_server):
-    from ray import serve
-
-    from sakura.serve.app import build_app
-
     uri = f"s3://{s3_server.new_bucket()}/lib?endpoint={s3_server.endpoint}"
     make_library(uri, [TEMPLATE_IMAGE], template_id="portrait", model="reference", steps=4)
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    serve.run(build_app({"store": uri}), name="edge-proxy", route_prefix="/")
-    serve.run(build_app({"store": uri, "mode": "redirect"}), name="edge-redirect", route_prefix="/redirect")
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    yield base, port
-    serve.shutdown()
+    with serve_apps({"/": {"store": uri}, "/redirect": {"store": uri, "mode": "redirect"}}) as base:
+        yield base, int(base.rsplit(":", 1)[1])
 
 
 @pytest.mark.parametrize("prefix", ["", "/redirect"])

@@ -5,10 +5,8 @@ transformer only) -> the stock pipeline's image at the lossless level."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 from skimage.io import imread
@@ -22,7 +20,7 @@ from sakura.platform.library import TemplateLibrary
 from sakura.platform.models import EditRequest, Schedule, Template, load_model
 from sakura.platform.store import open_store
 from sakura.platform.verify import PARITY_MAX_ABS
-from tests.integration.conftest import free_port
+from tests.integration.conftest import serve_apps
 
 PROMPT, PHOTO, SCHEDULE = "a brick wall texture", "skimage:coffee", Schedule(steps=3, strength=0.8)
 
@@ -49,24 +47,8 @@ def library(klein, tmp_path_factory, ray_cluster) -> str:
 
 @pytest.fixture(scope="module")
 def server(library):
-    from ray import serve
-
-    from sakura.serve.app import build_app
-
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    serve.run(build_app({"store": library}), name="klein", route_prefix="/klein")
-    base = f"http://127.0.0.1:{port}/klein"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if httpx.get(f"{base}/v1/templates", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    yield base
-    serve.shutdown()  # the next module starts Serve on a port of its own
+    with serve_apps({"/klein": {"store": library}}, health="/klein/healthz") as base:
+        yield base + "/klein"
 
 
 @pytest.fixture(scope="module")

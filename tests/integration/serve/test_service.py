@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import time
 
 import httpx
 import pytest
 
-from tests.integration.conftest import free_port
+from tests.integration.conftest import serve_apps
 from tests.helpers import make_library
 
 ADMIN = "integration-admin-token"
@@ -23,27 +22,10 @@ def library(s3_server):
 
 @pytest.fixture(scope="module")
 def service(ray_cluster, library):
-    from ray import serve
-
-    from sakura.serve.app import build_app
-
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    serve.run(build_app({"store": library, "admin_token": ADMIN, "alias_ttl_s": 0.0, "retry_after_s": 3}),
-              name="proxy", route_prefix="/")
-    serve.run(build_app({"store": library, "mode": "redirect"}), name="redirect", route_prefix="/redirect")
-    base = f"http://127.0.0.1:{port}"
-    with httpx.Client(base_url=base, timeout=30) as client:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if client.get("/healthz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
+    apps = {"/": {"store": library, "admin_token": ADMIN, "alias_ttl_s": 0.0, "retry_after_s": 3},
+            "/redirect": {"store": library, "mode": "redirect"}}
+    with serve_apps(apps) as base, httpx.Client(base_url=base, timeout=30) as client:
         yield client
-    serve.shutdown()
 
 
 def shard_url(version="1", shard=0, level="medium", prefix=""):

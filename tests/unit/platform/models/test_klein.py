@@ -21,6 +21,7 @@ from sakura.platform.models.pipelines import PipelineError
 from sakura.platform.models.pipelines import flux2_latents as ours
 from sakura.platform.models.pipelines.tiny import export
 from sakura.platform.verify import verify_model
+from tests.helpers import WITHOUT_TRANSFORMERS
 
 SCHEDULE = Schedule(steps=3, strength=0.8)
 
@@ -95,15 +96,8 @@ def test_replay_reads_each_shard_once_in_the_order_blocks_run(folder, cloud, edi
     assert tuple(read) == phone.kv_geometry(SCHEDULE.steps).keys
 
 
-_PHONE = """
-import importlib.util, sys
-_find_spec = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] == "transformers" else _find_spec(name, *a)
-class Absent:  # transformers is not installed on this phone
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "transformers":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-sys.meta_path.insert(0, Absent())
+_PHONE = WITHOUT_TRANSFORMERS + """
+import sys
 import numpy as np
 from sakura.platform.kv import KVPair, ShardKey, TemplateKV
 from sakura.platform.models import EditRequest, Schedule, load_model

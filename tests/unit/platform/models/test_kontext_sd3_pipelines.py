@@ -23,6 +23,7 @@ from sakura.platform.models import EditRequest, Schedule, Template, load_model
 from sakura.platform.models.pipelines import PipelineError
 from sakura.platform.models.pipelines import vae_codec as ours
 from sakura.platform.models.pipelines.tiny import export
+from tests.helpers import WITHOUT_TRANSFORMERS
 
 SCHEDULE = Schedule(steps=2, strength=0.8)
 PIPELINES = {"tiny-kontext": "FluxKontextPipeline", "tiny-sd3-pipeline": "StableDiffusion3Pipeline"}
@@ -129,15 +130,8 @@ def test_img2img_starts_from_the_photo_and_the_kv_depends_on_the_step_not_the_ph
     assert not torch.equal(cloud.capture(template, same_noise, SCHEDULE).output, a.output)
 
 
-_PHONE = """
-import importlib.util, sys
-_find_spec = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] == "transformers" else _find_spec(name, *a)
-class Absent:  # transformers is not installed on this phone
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "transformers":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-sys.meta_path.insert(0, Absent())
+_PHONE = WITHOUT_TRANSFORMERS + """
+import sys
 import numpy as np
 from sakura.platform.kv import KVPair, ShardKey, TemplateKV
 from sakura.platform.models import EditRequest, Schedule, load_model

@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 
 from sakura.platform.models.pipelines.kinds import SETTINGS
-from sakura.platform.models.pipelines.tiny_clip_t5 import tiny_kontext, tiny_sd3_pipeline
+from sakura.platform.models.pipelines.tiny_clip_t5 import add_merges, tiny_kontext, tiny_sd3_pipeline
 
 #: Words the tiny byte-level BPE has merges for (any text still encodes, byte by byte).
 _CORPUS = ["put this face on the person in the photo", "dress the person in this garment",
@@ -31,15 +31,8 @@ def _qwen_tokenizer():
 
     special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     vocab = {token: i for i, token in enumerate([*special, *sorted(pre_tokenizers.ByteLevel.alphabet())])}
-    merges: list[tuple[str, str]] = []
-    for word in sorted({word for line in _CORPUS for word in line.split()}):
-        for parts in (list(word), ["\u0120", *word]):  # U+0120 is ByteLevel's space
-            while len(parts) > 1:
-                merged = parts[0] + parts[1]
-                if merged not in vocab:
-                    vocab[merged] = len(vocab)
-                    merges.append((parts[0], parts[1]))
-                parts = [merged, *parts[2:]]
+    words = sorted({word for line in _CORPUS for word in line.split()})
+    merges = add_merges(vocab, (parts for word in words for parts in (list(word), ["\u0120", *word])))  # U+0120: ByteLevel's space
     bpe = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=None))
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 
@@ -39,16 +39,22 @@ def _clip_tokenizer() -> Any:
     alphabet = sorted(ByteLevel.alphabet())
     vocab = {token: i for i, token in enumerate(["<|startoftext|>", "<|endoftext|>", *alphabet,
                                                  *(char + "</w>" for char in alphabet)])}
+    merges = add_merges(vocab, ([*word[:-1], word[-1] + "</w>"] for word in _words()))
+    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=CLIP_TOKENS)
+
+
+def add_merges(vocab: dict[str, int], words: Iterable[list[str]]) -> list[tuple[str, str]]:
+    """BPE merges that build each word (a list of symbols) left to right, adding every merged
+    symbol to ``vocab``: how the tiny tokenizers are made instead of trained."""
     merges: list[tuple[str, str]] = []
-    for word in _words():
-        parts = [*word[:-1], word[-1] + "</w>"]
+    for parts in words:
         while len(parts) > 1:
             merged = parts[0] + parts[1]
             if merged not in vocab:
                 vocab[merged] = len(vocab)
                 merges.append((parts[0], parts[1]))
             parts = [merged, *parts[2:]]
-    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=CLIP_TOKENS)
+    return merges
 
 
 def _t5_tokenizer() -> Any:
