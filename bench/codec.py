@@ -133,13 +133,15 @@ def prepare(adapter, schedule: Schedule, args) -> tuple[list[Case], float]:
     for entry in entries:
         template = Template(fit_image(load_image(entry.image, spec.base_dir), res), entry.prompt, entry.task.value)
         captures = [adapter.capture(template, request(*c), schedule) for c in CALIBRATION]
-        scores = imp.from_attention(c.attention_mass for c in captures)
+        # Models on a pipeline's own KV seam (FLUX.2 klein) expose no attention: rank by key norm.
+        scores = (imp.from_attention(c.attention_mass for c in captures) if captures[0].attention_mass
+                  else imp.from_key_norms(captures[0].kv))
         cases.append(Case(template, captures[0].kv, scores, [request(*r) for r in HELD_OUT[: args.requests]]))
     layer_times = []
     for i, case in enumerate(cases):
         other = cases[(i + 1) % len(cases)].kv
         for req in case.requests:
-            probe: dict = {}
+            probe: dict | None = {} if adapter.supports_probe else None
             start = time.perf_counter()
             case.exact.append(adapter.replay(case.kv, case.template.prompt, req, schedule, probe=probe))
             layer_times.append((time.perf_counter() - start) / (schedule.steps * adapter.info().layers))
@@ -205,8 +207,11 @@ def _kv_rel_err(kv: TemplateKV, decoded: dict) -> float:
     return math.sqrt(num / den)
 
 
-def _attn_rel_err(probe: dict, kv: TemplateKV, decoded: dict) -> float:
-    """Attention output of the held-out request's queries: decoded vs exact template KV."""
+def _attn_rel_err(probe: dict | None, kv: TemplateKV, decoded: dict) -> float:
+    """Attention output of the held-out request's queries: decoded vs exact template KV (NaN for
+    models that cannot be probed)."""
+    if probe is None:
+        return math.nan
     def tensors(pair, like):
         return (torch.from_numpy(np.ascontiguousarray(x)).to(like.dtype) for x in (pair.k, pair.v))
 

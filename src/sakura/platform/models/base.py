@@ -87,6 +87,9 @@ class ModelAdapter(abc.ABC):
     family: str = ""
     #: True when template KV depends on the timestep (shards keyed by (step, layer)).
     step_dependent: bool = True
+    #: Whether replay can hand each shard's queries to an attention probe (our own processors can;
+    #: a pipeline's own KV seam cannot).
+    supports_probe: bool = True
 
     def __init__(self, model: torch.nn.Module, *, name: str, resolution: int) -> None:
         self.model = model.eval()

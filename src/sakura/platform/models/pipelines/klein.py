@@ -93,6 +93,7 @@ class KleinAdapter(ModelAdapter):
 
     family = "flux2-klein"
     step_dependent = False
+    supports_probe = False
     pipeline_class = "Flux2KleinKVPipeline"
 
     def __init__(self, *, transformer: Any, vae: Any, scheduler: Any, name: str, resolution: int,
