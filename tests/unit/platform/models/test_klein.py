@@ -153,6 +153,9 @@ def test_bad_folders_are_typed_errors_naming_the_file_and_field(folder, tmp_path
     settings = broken(lambda d: (d / "sakura.json").write_text('{"resolution": 3}'))
     with pytest.raises(PipelineError, match=r"sakura.json: field 'resolution'"):
         load_model(str(settings))
+    odd = broken(lambda d: (d / "sakura.json").write_text('{"resolution": 70}'))  # the VAE and patch need 4s
+    with pytest.raises(PipelineError, match=r"sakura.json: field 'resolution': 70 is not a multiple of 4"):
+        load_model(str(odd), phone=True)
 
 
 def test_a_reference_image_the_model_cannot_take_is_refused(cloud):

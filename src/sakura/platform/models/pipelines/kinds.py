@@ -56,10 +56,21 @@ def read_settings(folder: PipelineFolder, model: type[BaseModel]) -> Any:
         raise PipelineError(f"{path}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
 
 
+def settings_error(folder: PipelineFolder, field: str, message: str) -> PipelineError:
+    return PipelineError(f"{folder.path / SETTINGS}: field {field!r}: {message}")
+
+
+def check_resolution(folder: PipelineFolder, resolution: int, multiple: int) -> None:
+    if resolution % multiple:
+        raise settings_error(folder, "resolution", f"{resolution} is not a multiple of {multiple} (the VAE's scale "
+                                                   "times the transformer's patch)")
+
+
 def _load_klein(folder: PipelineFolder, components: dict[str, Any], dtype: torch.dtype) -> Any:
     from sakura.platform.models.pipelines.klein import KleinAdapter
 
     settings = read_settings(folder, KleinSettings)
+    check_resolution(folder, settings.resolution, 2 ** len(components["vae"].config.block_out_channels))
     pipe = None
     if "text_encoder" in components:  # the cloud: the stock pipeline, text encoder included
         from diffusers import Flux2KleinKVPipeline

@@ -16,7 +16,8 @@ from sakura.platform.models._attention import Mode, RunState
 from sakura.platform.models.base import Template, to_unit_image
 from sakura.platform.models.flux import FluxAdapter
 from sakura.platform.models.pipelines.folder import PipelineFolder
-from sakura.platform.models.pipelines.per_step import PerStepPipeline, check_resolution, config_error
+from sakura.platform.models.pipelines.kinds import check_resolution
+from sakura.platform.models.pipelines.per_step import PerStepPipeline, config_error
 from sakura.platform.models.pipelines.vae_codec import VaeCodec
 
 

@@ -37,25 +37,14 @@ from sakura.platform.kv import KVSource, ShardKey
 from sakura.platform.models._attention import AttentionProbe, Mode, RunState
 from sakura.platform.models.base import EditRequest, Schedule, Template, model_fingerprint
 from sakura.platform.models.pipelines.folder import PipelineError, PipelineFolder
-from sakura.platform.models.pipelines.kinds import SETTINGS
 from sakura.platform.models.pipelines.klein import PROMPT_EMBEDS
 from sakura.platform.models.pipelines.vae_codec import calculate_shift
 
 POOLED_PROMPT_EMBEDS = "pooled_prompt_embeds"
 
 
-def settings_error(folder: PipelineFolder, field: str, message: str) -> PipelineError:
-    return PipelineError(f"{folder.path / SETTINGS}: field {field!r}: {message}")
-
-
 def config_error(folder: PipelineFolder, component: str, field: str, message: str) -> PipelineError:
     return PipelineError(f"{folder.path / component / 'config.json'}: field {field!r}: {message}")
-
-
-def check_resolution(folder: PipelineFolder, resolution: int, multiple: int) -> None:
-    if resolution % multiple:
-        raise settings_error(folder, "resolution", f"{resolution} is not a multiple of {multiple} (the VAE's scale "
-                                                   "times the transformer's patch)")
 
 
 class PerStepPipeline(abc.ABC):

@@ -18,7 +18,8 @@ import torch
 from sakura.platform.models._attention import Mode, RunState
 from sakura.platform.models.base import Template
 from sakura.platform.models.pipelines.folder import PipelineFolder
-from sakura.platform.models.pipelines.per_step import PerStepPipeline, check_resolution, config_error, settings_error
+from sakura.platform.models.pipelines.kinds import check_resolution, settings_error
+from sakura.platform.models.pipelines.per_step import PerStepPipeline, config_error
 from sakura.platform.models.pipelines.vae_codec import VaeCodec
 from sakura.platform.models.sd3 import SD3Adapter
 
