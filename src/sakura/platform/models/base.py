@@ -36,6 +36,11 @@ class Schedule:
     def sigmas(self) -> list[float]:
         return [float(s) for s in np.linspace(self.strength, 0.0, self.steps + 1)]
 
+    def pipeline_sigmas(self) -> list[float]:
+        """The unshifted sigmas a diffusers flow-matching pipeline is handed for this edit: its
+        default ``linspace(1, 1/n, n)`` scaled by the strength (the scheduler shifts them)."""
+        return [float(s) for s in np.linspace(1.0, 1.0 / self.steps, self.steps) * self.strength]
+
 
 @dataclass(frozen=True)
 class Template:

@@ -149,11 +149,14 @@ class KleinAdapter(ModelAdapter):
     # -- cloud ---------------------------------------------------------------------------
     def template_context(self, template: Template) -> dict[str, np.ndarray]:
         """The template prompt's embeddings: the text encoder runs once, in the cloud."""
+        return {PROMPT_EMBEDS: self._encode_prompt(template.prompt)}
+
+    def _encode_prompt(self, prompt: str) -> np.ndarray:
         with torch.inference_mode():
-            embeds, _ = self._cloud("encoding a prompt").encode_prompt(template.prompt, device=torch.device("cpu"),
-                                                max_sequence_length=self.max_sequence_length,
-                                                text_encoder_out_layers=self.text_encoder_out_layers)
-        return {PROMPT_EMBEDS: embeds[0].float().numpy()}
+            embeds, _ = self._cloud("encoding a prompt").encode_prompt(prompt, device=torch.device("cpu"),
+                                                                       max_sequence_length=self.max_sequence_length,
+                                                                       text_encoder_out_layers=self.text_encoder_out_layers)
+        return embeds[0].float().numpy()
 
     def context_limits(self) -> dict[str, tuple[int, ...]]:
         return {PROMPT_EMBEDS: (self.max_sequence_length, self.model.config.joint_attention_dim)}
@@ -186,7 +189,7 @@ class KleinAdapter(ModelAdapter):
         embeds = self._prompt_embeds(template.prompt, context)
         with torch.inference_mode():
             out = self._cloud("running the stock pipeline")(image=self.reference_image(template), prompt_embeds=embeds, height=self.resolution,
-                            width=self.resolution, num_inference_steps=schedule.steps, sigmas=self.sigmas(schedule),
+                            width=self.resolution, num_inference_steps=schedule.steps, sigmas=schedule.pipeline_sigmas(),
                             latents=self.unpacked_initial_latents(request, schedule), output_type="np")
         return out.images[0].astype(np.float32)
 
@@ -230,23 +233,18 @@ class KleinAdapter(ModelAdapter):
     def _prompt_embeds(self, prompt: str | None, context: Mapping[str, np.ndarray]) -> torch.Tensor:
         if PROMPT_EMBEDS in context:
             embeds = np.asarray(context[PROMPT_EMBEDS], dtype=np.float32)
-            expected = self.model.config.joint_attention_dim
-            if embeds.ndim != 2 or embeds.shape[1] != expected or not 1 <= embeds.shape[0] <= self.max_sequence_length:
+            longest, width = self.context_limits()[PROMPT_EMBEDS]
+            if embeds.ndim != 2 or embeds.shape[1] != width or not 1 <= embeds.shape[0] <= longest:
                 raise ModelError(f"{self.name}: prompt embeddings of shape {embeds.shape}; the model takes "
-                                 f"(1..{self.max_sequence_length}, {expected})")
-            return torch.from_numpy(embeds)[None].to(self._dtype)
-        embeds = self.template_context(Template(np.zeros((1, 1, 3), np.float32), prompt or ""))[PROMPT_EMBEDS]
+                                 f"(1..{longest}, {width})")
+        else:
+            embeds = self._encode_prompt(prompt or "")
         return torch.from_numpy(embeds)[None].to(self._dtype)
-
-    def sigmas(self, schedule: Schedule) -> list[float]:
-        """The unshifted sigmas an edit runs (what ``stock_edit`` hands the stock pipeline)."""
-        n = schedule.steps
-        return [float(s) for s in np.linspace(1.0, 1.0 / n, n) * schedule.strength]
 
     def _scheduler(self, schedule: Schedule) -> tuple[Any, list[float]]:
         """A scheduler of this edit's own (they are stateful), set up as the stock pipeline does."""
         scheduler = type(self.scheduler).from_config(self.scheduler.config)
-        sigmas = self.sigmas(schedule)
+        sigmas = schedule.pipeline_sigmas()
         mu = latents_of.empirical_mu(image_seq_len=self._grid() ** 2, num_steps=schedule.steps)
         scheduler.set_timesteps(sigmas=sigmas, device=torch.device("cpu"), mu=mu)
         scheduler.set_begin_index(0)

@@ -21,8 +21,7 @@ import numpy as np
 import torch
 
 from sakura.platform.errors import ModelError
-from sakura.platform.models.base import Template
-from sakura.platform.models.pipelines.klein import PROMPT_EMBEDS, KleinAdapter
+from sakura.platform.models.pipelines.klein import KleinAdapter
 
 #: Where the configs' numbers come from.
 SOURCES: dict[str, str] = {
@@ -160,9 +159,8 @@ class KleinShapeAdapter(KleinAdapter):
         super().__init__(**kwargs)
         self.shape = shape
 
-    def template_context(self, template: Template) -> dict[str, np.ndarray]:
-        return {PROMPT_EMBEDS: _random_embeds(template.prompt, self.max_sequence_length,
-                                              self.model.config.joint_attention_dim)}
+    def _encode_prompt(self, prompt: str) -> np.ndarray:
+        return _random_embeds(prompt, self.max_sequence_length, self.model.config.joint_attention_dim)
 
 
 def build_adapter(shape: KleinShape, *, blocks: int | None = None, dtype: torch.dtype = torch.float32,

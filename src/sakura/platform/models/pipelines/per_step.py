@@ -157,17 +157,12 @@ class PerStepPipeline(abc.ABC):
             tensors.append(torch.from_numpy(np.ascontiguousarray(array, np.float32))[None].to(self._dtype))
         return tensors[0], tensors[1]
 
-    def sigmas(self, schedule: Schedule) -> list[float]:
-        """The unshifted sigmas an edit runs (what the stock pipeline is handed as ``sigmas``)."""
-        n = schedule.steps
-        return [float(s) for s in np.linspace(1.0, 1.0 / n, n) * schedule.strength]
-
     def _scheduler(self, schedule: Schedule) -> Any:
         """A scheduler of this edit's own (they are stateful), set up as the stock pipelines do."""
         scheduler = type(self.scheduler).from_config(self.scheduler.config)
         dynamic = scheduler.config.get("use_dynamic_shifting", False)
         mu = calculate_shift(self._image_tokens(), scheduler.config, self.default_max_shift) if dynamic else None
-        scheduler.set_timesteps(sigmas=self.sigmas(schedule), device=torch.device("cpu"), mu=mu)
+        scheduler.set_timesteps(sigmas=schedule.pipeline_sigmas(), device=torch.device("cpu"), mu=mu)
         scheduler.set_begin_index(0)
         return scheduler
 
@@ -195,7 +190,7 @@ class PerStepPipeline(abc.ABC):
         pipe = self._cloud("running the stock pipeline")
         text, pooled = self._embeddings(context) if context else self._encode(template.prompt)
         common = dict(prompt_embeds=text, pooled_prompt_embeds=pooled, height=self.resolution, width=self.resolution,
-                      num_inference_steps=schedule.steps, sigmas=self.sigmas(schedule),
+                      num_inference_steps=schedule.steps, sigmas=schedule.pipeline_sigmas(),
                       latents=self._start(request, self._scheduler(schedule)), output_type="np")
         with torch.inference_mode(), self._running(state):
             out = self._call_stock(pipe, template, common)
