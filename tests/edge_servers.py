@@ -68,13 +68,34 @@ class Fault:
     hits: int = field(default=0)
 
 
-class FaultProxy:
+class LoopbackServer:
+    """A threaded standard-library HTTP server on a free 127.0.0.1 port, run in a thread while
+    used as a context manager; ``stopping`` is set first, so handlers that wait can return."""
+
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler]) -> None:
+        self.stopping = threading.Event()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class FaultProxy(LoopbackServer):
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
         self.lock = threading.Lock()
-        self._closing = threading.Event()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -100,20 +121,7 @@ class FaultProxy:
 
             do_GET = do_PUT = do_POST = do_HEAD = _any
 
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "FaultProxy":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
     def add(self, pattern: str, action: str, times: int = 1) -> Fault:
         fault = Fault(pattern, action, times)
@@ -127,7 +135,7 @@ class FaultProxy:
     # -- forwarding ----------------------------------------------------------------------
     def _handle(self, h: http.server.BaseHTTPRequestHandler, action: str | None) -> None:
         if action == "hang":
-            self._closing.wait(60)
+            self.stopping.wait(60)
             h.close_connection = True
             return
         if action and action.startswith("status:"):

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from tests.edge_servers import free_port
+from tests.edge_servers import LoopbackServer
 
 Handler = http.server.BaseHTTPRequestHandler
 Scenario = Callable[["HostileServer", Handler, str], bool]
@@ -31,13 +31,12 @@ class Seen:
     headers: dict[str, str]
 
 
-class HostileServer:
+class HostileServer(LoopbackServer):
     def __init__(self, upstream_url: str, scenarios: dict[str, Scenario]) -> None:
         self.upstream = upstream_url
         self.scenarios = scenarios
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
-        self.stopping = threading.Event()
         server = self
 
         class _Handler(http.server.BaseHTTPRequestHandler):
@@ -59,20 +58,7 @@ class HostileServer:
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
 
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), _Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "HostileServer":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(_Handler)
 
     def url_for(self, scenario: str) -> str:
         return f"{self.url}/{scenario}"
