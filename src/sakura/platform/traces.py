@@ -2,14 +2,32 @@
 end-to-end simulator.
 
 Formats (see the traces README): two-column ``time_s throughput_Mbps`` text files (Norway
-HSDPA, FCC, Lumos 4G/5G), and Mahimahi packet-delivery files (one millisecond timestamp per
-1500-byte packet, turned into 1-s windows). A value holds from its time until the next one;
-the last holds for one median spacing; a trace wraps around when a transfer runs past its end.
+HSDPA, FCC, Lumos 4G/5G); Mahimahi packet-delivery files (one millisecond timestamp per
+1500-byte packet, turned into 1-s windows); and CSV files (first line holds a comma) whose
+header names a column of ``CSV_THROUGHPUT``, such as the G-NetTrack logs of the 5G dataset of
+Raca et al., MMSys 2020 (``DL_bitrate``, kbit/s, a row per second). Mbit/s means 10^6 bit/s.
+
+CSV times come from ``Timestamp`` (``2019.12.16_09.27.54``; rows one second apart without it).
+Rows sharing a second (the logger can write one twice) are averaged; a clock going back is an
+error. A missing throughput (``-`` or empty) holds the previous value: these logs record a
+second in which nothing arrived as 0, so ``-`` is a missing reading, and a 0 would invent an
+outage. Rows before the first reading are dropped.
+
+A value holds from its time until the next one (across gaps too); the last holds for one median
+spacing; a trace wraps around when a transfer runs past its end.
+
+``load_traces(root)``: a family is a first-level folder of ``root``, holding every file beneath
+it at any depth (``root/raca-5g/Download/Driving/a.csv`` is trace ``Download/Driving/a.csv`` of
+family ``raca-5g``). README files (``README*``, ``*.md``) and names starting with a dot are
+skipped; any other file must parse, or ``TraceError`` names it. A family folder without traces
+and a file directly under ``root`` are refused too, so no family silently vanishes.
 """
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +35,9 @@ import numpy as np
 from sakura.platform.errors import SakuraError
 
 MAHIMAHI_PACKET_BITS = 1500 * 8
+CSV_THROUGHPUT = {"DL_bitrate": 1e-3}  # known CSV throughput column -> factor to Mbit/s
+CSV_TIME, CSV_TIME_FORMAT = "Timestamp", "%Y.%m.%d_%H.%M.%S"
+CSV_MISSING = {"", "-"}
 
 
 class TraceError(SakuraError, ValueError):
@@ -77,56 +98,107 @@ class BandwidthTrace:
         return periods * self.duration + float(self.starts[i]) + float(offset) - start
 
 
-def load_trace(path: str | Path, family: str | None = None) -> BandwidthTrace:
+def load_trace(path: str | Path, family: str | None = None, name: str | None = None) -> BandwidthTrace:
     path = Path(path)
-    family = family or path.parent.name
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read trace {path}: {exc}") from None
-    rows = [line.split() for line in text.splitlines() if line.strip()]
-    if not rows:
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
         raise TraceError(f"trace {path} is empty")
+    family, name = family or path.parent.name, name or path.name
+    if "," in lines[0]:
+        return _steps(path, name, family, *_csv(path, lines))
+    rows = [line.split() for line in lines]
     if all(len(r) == 1 for r in rows):
-        return _mahimahi(path.name, family, rows)
+        return _mahimahi(path, name, family, rows)
     if all(len(r) >= 2 for r in rows):
-        return _two_column(path.name, family, rows)
+        return _steps(path, name, family, *_two_column(path, rows))
     raise TraceError(f"trace {path}: mixed line formats")
 
 
 def load_traces(root: str | Path) -> dict[str, list[BandwidthTrace]]:
-    """Every trace under ``root``, by family (subfolder); README files are skipped."""
+    """Every trace under ``root``, by family (first-level folder); see the module docstring."""
     root = Path(root)
+    if not root.is_dir():
+        raise TraceError(f"trace root {root} is not a folder")
     families: dict[str, list[BandwidthTrace]] = {}
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        traces = [load_trace(f, folder.name) for f in sorted(folder.iterdir()) if f.is_file() and not f.name.startswith(".")]
-        if traces:
-            families[folder.name] = traces
+    for entry in sorted(p for p in root.iterdir() if not _skipped(Path(p.name))):
+        if not entry.is_dir():
+            raise TraceError(f"trace {entry} is not inside a family folder of {root}")
+        files = sorted(f for f in entry.rglob("*") if f.is_file() and not _skipped(f.relative_to(entry)))
+        if not files:
+            raise TraceError(f"family folder {entry} holds no traces")
+        families[entry.name] = [load_trace(f, entry.name, f.relative_to(entry).as_posix()) for f in files]
     if not families:
         raise TraceError(f"no traces under {root}")
     return families
 
 
-def _two_column(name: str, family: str, rows: list[list[str]]) -> BandwidthTrace:
+def _skipped(rel: Path) -> bool:
+    name = rel.name.lower()
+    return name.startswith("readme") or name.endswith(".md") or any(p.startswith(".") for p in rel.parts)
+
+
+def _two_column(path: Path, rows: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
     try:
-        t = np.array([float(r[0]) for r in rows])
-        bw = np.array([float(r[1]) for r in rows])
+        return np.array([float(r[0]) for r in rows]), np.array([float(r[1]) for r in rows])
     except ValueError:
-        raise TraceError(f"trace {name}: non-numeric values") from None
-    if np.any(np.diff(t) <= 0) or np.any(bw < 0) or not np.isfinite(bw).all():
-        raise TraceError(f"trace {name}: times must increase and throughputs be finite and >= 0")
+        raise TraceError(f"trace {path}: non-numeric values") from None
+
+
+def _csv(path: Path, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    header, *rows = [[cell.strip() for cell in row] for row in csv.reader(lines)]
+    column = next((c for c in CSV_THROUGHPUT if c in header), None)
+    if column is None:
+        raise TraceError(f"trace {path}: CSV header names no known throughput column ({', '.join(CSV_THROUGHPUT)})")
+    col, clock = header.index(column), header.index(CSV_TIME) if CSV_TIME in header else None
+    times: list[float] = []
+    values: list[float] = []
+    for i, row in enumerate(rows, start=1):
+        if len(row) != len(header):
+            raise TraceError(f"trace {path}, row {i}: {len(row)} fields, the header has {len(header)}")
+        if row[col] in CSV_MISSING and not values:
+            continue  # no reading yet: the trace starts at the first one
+        try:
+            value = values[-1] if row[col] in CSV_MISSING else float(row[col]) * CSV_THROUGHPUT[column]
+        except ValueError:
+            raise TraceError(f"trace {path}, row {i}: non-numeric {column} {row[col]!r}") from None
+        try:
+            t = float(i) if clock is None else _epoch(row[clock])
+        except ValueError:
+            raise TraceError(f"trace {path}, row {i}: bad {CSV_TIME} {row[clock]!r}") from None
+        times.append(t)
+        values.append(value)
+    if not values:
+        raise TraceError(f"trace {path}: no {column} values")
+    t, v = np.array(times), np.array(values)
+    if np.any(np.diff(t) < 0):
+        raise TraceError(f"trace {path}: {CSV_TIME} goes back")
+    seconds, group = np.unique(t, return_inverse=True)
+    return seconds, np.bincount(group, weights=v) / np.bincount(group)
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.strptime(stamp, CSV_TIME_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+
+
+def _steps(path: Path, name: str, family: str, t: np.ndarray, bw: np.ndarray) -> BandwidthTrace:
+    if not np.isfinite(t).all() or np.any(np.diff(t) <= 0) or np.any(bw < 0) or not np.isfinite(bw).all():
+        raise TraceError(f"trace {path}: times must increase and throughputs be finite and >= 0")
     t = t - t[0]
     spacing = float(np.median(np.diff(t))) if len(t) > 1 else 1.0
     return BandwidthTrace(name, family, t, bw, float(t[-1] + spacing))
 
 
-def _mahimahi(name: str, family: str, rows: list[list[str]]) -> BandwidthTrace:
+def _mahimahi(path: Path, name: str, family: str, rows: list[list[str]]) -> BandwidthTrace:
     try:
         ms = np.array([int(r[0]) for r in rows])
     except ValueError:
-        raise TraceError(f"trace {name}: non-integer timestamps") from None
+        raise TraceError(f"trace {path}: non-integer timestamps") from None
     if np.any(np.diff(ms) < 0) or ms[0] < 0:
-        raise TraceError(f"trace {name}: timestamps must not decrease")
+        raise TraceError(f"trace {path}: timestamps must not decrease")
     windows = np.maximum(ms - 1, 0) // 1000  # ms 1..1000 form the first second, 0 counts there too
     seconds = int(np.ceil(ms[-1] / 1000))
     counts = np.bincount(windows, minlength=seconds)[:seconds]

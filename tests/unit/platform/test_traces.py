@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +57,92 @@ def test_malformed_traces_are_typed_errors(tmp_path):
              "words": "a b\n", "mm-back": "5\n3\n"}
     for name, body in cases.items():
         (tmp_path / name).write_text(body)
-        with pytest.raises(TraceError):
+        with pytest.raises(TraceError, match=re.escape(str(tmp_path / name))):
             load_trace(tmp_path / name)
     dead = BandwidthTrace("dead", "x", np.array([0.0]), np.array([0.0]), 1.0)
     with pytest.raises(TraceError):
         dead.transfer_time(0, 10)
+
+
+# The header of the G-NetTrack logs in the 5G dataset of Raca et al. (MMSys 2020); the rows below
+# are made up for these tests, laid out like the logger's.
+RACA_HEADER = ("Timestamp,Longitude,Latitude,Speed,Operatorname,CellID,NetworkMode,RSRP,RSRQ,SNR,CQI,RSSI,"
+               "DL_bitrate,UL_bitrate,State,PINGAVG,PINGMIN,PINGMAX,PINGSTDEV,PINGLOSS,CELLHEX,NODEHEX,LACHEX,"
+               "RAWCELLID,NRxRSRP,NRxRSRQ")
+
+
+def _raca(path: Path, rows: list[tuple[str, str]]) -> Path:
+    """``rows``: (time of day ``HH.MM.SS``, DL_bitrate in kbit/s or ``-``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [RACA_HEADER] + [f"2019.12.16_{hms},-8.4736,51.8969,23,A,12,5G,-93,-11,7.0,11,-68,{dl},52,D,"
+                             f"-,-,-,-,-,C,A2,1F4,3210,-95,-11" for hms, dl in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_csv_family_in_nested_folders_is_a_mbps_step_function(tmp_path):
+    fam = tmp_path / "raca-5g"
+    _raca(fam / "Download" / "Driving" / "B_2019.12.16_09.27.54.csv",
+          [("09.27.54", "12000"), ("09.27.55", "25500"), ("09.27.56", "0"), ("09.27.57", "8000")])
+    _raca(fam / "Static" / "A_2019.12.16_10.00.00.csv", [("10.00.00", "1500"), ("10.00.01", "3000")])
+    (fam / "README.md").write_text("made-up rows for a test\n")
+    (fam / "Static" / ".DS_Store").write_bytes(b"\x00\x01")
+    (tmp_path / "README.md").write_text("root readme\n")
+    families = load_traces(tmp_path)
+    assert list(families) == ["raca-5g"]
+    drive, static = families["raca-5g"]
+    assert (drive.name, drive.family) == ("Download/Driving/B_2019.12.16_09.27.54.csv", "raca-5g")
+    assert static.name == "Static/A_2019.12.16_10.00.00.csv"
+    assert drive.starts.tolist() == [0.0, 1.0, 2.0, 3.0] and drive.duration == 4.0
+    assert drive.mbps.tolist() == pytest.approx([12.0, 25.5, 0.0, 8.0])  # kbit/s -> Mbit/s
+    assert drive.rate_at(1.5) == pytest.approx(25.5) and drive.rate_at(2.9) == 0.0
+    assert drive.period_bytes == pytest.approx((12 + 25.5 + 8) * 1e6 / 8)
+
+
+def test_csv_missing_values_hold_and_timestamps_place_rows(tmp_path):
+    trace = load_trace(_raca(tmp_path / "x.csv", [
+        ("09.00.00", "-"),  # before the first reading: dropped
+        ("09.00.01", "10000"), ("09.00.02", "-"), ("09.00.03", ""),  # missing: hold 10 Mbit/s
+        ("09.00.05", "20000"), ("09.00.05", "30000"),  # a pause in the log, then one second twice
+        ("09.00.06", "0")]))
+    assert trace.starts.tolist() == [0.0, 1.0, 2.0, 4.0, 5.0] and trace.duration == 6.0
+    assert trace.mbps.tolist() == pytest.approx([10.0, 10.0, 10.0, 25.0, 0.0])
+    assert trace.rate_at(3.5) == pytest.approx(10.0)
+
+
+def test_csv_without_a_timestamp_column_is_one_row_per_second(tmp_path):
+    (tmp_path / "t.csv").write_text("CellID,DL_bitrate\n7,4000\n7,-\n7,2000\n")
+    trace = load_trace(tmp_path / "t.csv")
+    assert trace.starts.tolist() == [0.0, 1.0, 2.0] and trace.mbps.tolist() == pytest.approx([4.0, 4.0, 2.0])
+
+
+@pytest.mark.parametrize("name, body", [
+    ("capture.pcap", b"\xd4\xc3\xb2\xa1\x02\x00\x04\x00"),
+    ("notes.txt", b"bandwidth log\nstarted at 09:27\n"),
+    ("empty.csv", b""),
+    ("no-throughput.csv", b"Timestamp,RSRP,UL_bitrate\n2019.12.16_09.27.54,-93,52\n"),
+    ("header-only.csv", (RACA_HEADER + "\n").encode()),
+    ("words.csv", b"Timestamp,DL_bitrate\n2019.12.16_09.27.54,fast\n"),
+    ("bad-time.csv", b"Timestamp,DL_bitrate\n16/12/2019 09:27,100\n"),
+    ("backwards.csv", b"Timestamp,DL_bitrate\n2019.12.16_09.27.54,1\n2019.12.16_09.27.53,1\n"),
+    ("ragged.csv", b"Timestamp,DL_bitrate\n2019.12.16_09.27.54,1,2\n"),
+])
+def test_an_unparseable_file_in_a_family_is_refused_by_name(tmp_path, name, body):
+    _raca(tmp_path / "raca-5g" / "Driving" / "good.csv", [("09.27.54", "12000")])
+    bad = tmp_path / "raca-5g" / "Driving" / "deeper" / name
+    bad.parent.mkdir()
+    bad.write_bytes(body)
+    with pytest.raises(TraceError, match=re.escape(str(bad))):
+        load_traces(tmp_path)
+
+
+def test_no_family_vanishes_silently(tmp_path):
+    _raca(tmp_path / "raca-5g" / "Static" / "a.csv", [("09.27.54", "12000")])
+    (tmp_path / "lumos-5g" / ".hidden").mkdir(parents=True)
+    with pytest.raises(TraceError, match=re.escape(str(tmp_path / "lumos-5g"))):
+        load_traces(tmp_path)
+    (tmp_path / "lumos-5g" / "trace_1").write_text("1.0\t170.0\n2.0\t304.0\n")
+    assert sorted(load_traces(tmp_path)) == ["lumos-5g", "raca-5g"]
+    (tmp_path / "stray_trace").write_text("0 1\n1 2\n")
+    with pytest.raises(TraceError, match=re.escape(str(tmp_path / "stray_trace"))):
+        load_traces(tmp_path)
