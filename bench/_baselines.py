@@ -13,7 +13,7 @@ from typing import Callable, Protocol
 import numpy as np
 import zstandard
 
-from sakura.evaluation.cachegen import CacheGenStyle, Roundtrip  # noqa: F401  (CacheGenStyle: for bench/codec.py)
+from sakura.evaluation.cachegen import Roundtrip
 from sakura.platform.codec import LevelSpec, decode_shard, encode_shard
 from sakura.platform.kv import KVPair, ShardKey
 

@@ -26,7 +26,9 @@ from skimage.metrics import structural_similarity
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _baselines import CacheGenStyle, KiviInt4, Method, SakuraLevel, UniformInt8  # noqa: E402
+from _baselines import KiviInt4, Method, SakuraLevel, UniformInt8  # noqa: E402
+
+from sakura.evaluation.cachegen import CACHEGEN_LEVELS  # noqa: E402
 
 from sakura.evaluation import psnr_db  # noqa: E402
 from sakura.platform import importance as imp  # noqa: E402
@@ -73,8 +75,7 @@ def methods(with_frontier: bool = False) -> list[Method]:
                     description="importance-blind: compact's classes, random token ranking"),
         UniformInt8(),
         KiviInt4(),
-        CacheGenStyle("cachegen-fine", bins=(0.35, 0.5, 0.7)),
-        CacheGenStyle("cachegen-coarse", bins=(0.8, 1.1, 1.5)),
+        *CACHEGEN_LEVELS,
     ]
 
 
