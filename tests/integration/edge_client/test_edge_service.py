@@ -3,21 +3,35 @@ exact output at full, redirect mode, and adaptation on a kernel-shaped link."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import numpy as np
 import pytest
 
 from sakura.edge_client import EdgeSession
-from sakura.edge_client.emulation import KernelLink, kernel_link_support
+from sakura.edge_client.emulation import PacedDevice, kernel_link_support
 from sakura.platform.images import load_image
 from sakura.platform.models import load_model
-from sakura.platform.traces import load_trace
 from tests.helpers import exact_edit, make_library
 from tests.integration.conftest import serve_apps
+from tests.unit.edge_client.test_adaptation import LAYER_S, TRACE, TRACE_COPIES, kernel_edit_over_step_down
 
-TRACE = Path(__file__).resolve().parents[4] / "shared" / "traces" / "lumos-4g" / "4g_trace_driving_50174_dr"
 TEMPLATE_IMAGE, PHOTO = "skimage:astronaut", "skimage:coffee"
+
+
+def in_ci() -> bool:
+    """``CI`` set to anything but empty, 0 or false (CI services set ``CI=true``)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def require(ok: bool, why: str) -> None:
+    """Skip with ``why`` unless ``ok``; in CI fail instead, so a test that could not run is never
+    reported as passing by omission."""
+    if ok:
+        return
+    if in_ci():
+        pytest.fail(f"{why} (CI is set, so this fails instead of skipping)", pytrace=False)
+    pytest.skip(why)
 
 
 @pytest.fixture(scope="module")
@@ -42,24 +56,22 @@ def test_edit_through_serve_equals_the_exact_kv_output_at_full(service, model, p
     np.testing.assert_array_equal(result.image, exact_edit(model, TEMPLATE_IMAGE, PHOTO, seed=1))
 
 
-@pytest.mark.skipif(not TRACE.exists(), reason="needs ../shared/traces")
 def test_adaptation_on_a_kernel_shaped_link(service, model):
     ok, why = kernel_link_support()
-    if not ok:
-        pytest.skip(f"kernel link emulation unavailable here: {why}")
-    from sakura.edge_client.emulation import PacedDevice
-    from tests.unit.edge_client.test_adaptation import LAYER_S, STEP_AT, WARM_AT
-
+    require(ok, f"kernel link emulation unavailable here: {why}")
+    require(TRACE.exists(), f"the Lumos 4G step-down trace is in none of {[str(p) for p in TRACE_COPIES]}")
     _, port = service
-    device, results = PacedDevice(LAYER_S), {}
-    for policy in ("fixed-full", "mpc"):
-        with KernelLink(load_trace(TRACE), ("127.0.0.1", port), rtt_s=0.03, offset_s=WARM_AT) as link:
-            session = EdgeSession(link.url, models=lambda _: model, device=device)
-            link.call(session.edit, load_image(PHOTO), "portrait", 1, "fixed-full")
-            link.offset_s = STEP_AT
-            results[policy] = link.call(session.edit, load_image(PHOTO), "portrait", 1, policy)
-            session.close()
-    full, mpc = results["fixed-full"], results["mpc"]
+    device = PacedDevice(LAYER_S)
+    full, mpc = (kernel_edit_over_step_down(port, model, policy, device) for policy in ("fixed-full", "mpc"))
     assert full.timeline.stall_s > 0.2
     assert "full" in mpc.levels[:3] and min(mpc.levels[3:], key=["compact", "medium", "full"].index) != "full", mpc.levels
     assert mpc.timeline.stall_s < full.timeline.stall_s  # real TCP over tbf: noisier than the in-process link
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("true", pytest.fail.Exception), ("1", pytest.fail.Exception),
+                                             ("", pytest.skip.Exception), ("false", pytest.skip.Exception)])
+def test_a_missing_requirement_fails_in_ci_and_skips_elsewhere(monkeypatch, ci, outcome):
+    monkeypatch.setenv("CI", ci)
+    require(True, "never raised")
+    with pytest.raises(outcome, match="no netns here"):
+        require(False, "no netns here")

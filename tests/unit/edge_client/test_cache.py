@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from sakura.edge_client import ShardCache
 from sakura.platform.errors import InvalidTemplateId
+from tests.hypothesis_seed import name_the_seed, per_run_seed
 
 RANK = {"compact": 0, "medium": 1, "full": 2}
 
@@ -51,10 +52,12 @@ def test_least_recently_used_template_goes_first_and_the_one_in_use_stays(tmp_pa
     assert cache.used_bytes <= 300
 
 
+@per_run_seed
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 5), st.sampled_from(list(RANK)), st.integers(1, 400)),
                 max_size=40))
 def test_the_budget_is_never_exceeded(tmp_path_factory, writes):
+    name_the_seed()
     directory = tmp_path_factory.mktemp("cache")
     cache = ShardCache(directory, 1000)
     for template, index, level, size in writes:
