@@ -1,14 +1,21 @@
 """End-to-end edit latency over real bandwidth traces: SAKURA against its ablations, CacheGen
-adapted to DiT, full-precision download, pure on-device generation and the oracle.
+adapted to DiT (its own rule), full-precision download, the three on-device baselines and the oracle.
 
     python bench/e2e.py --traces ../shared/traces --json bench/out/e2e.json --plots bench/out/e2e
+    python bench/e2e.py --workload klein-4b-ref1024 --workload reference --json bench/out/e2e-workloads.json
 
-Builds the example templates for the reference model (in process, into --library), measures
-each edit's geometry on this machine (shard bytes and decode times at every level of both
-codecs, per-layer compute, the on-device time at template-to-request token ratios 1, 2, 4),
-scales compute to --device-profile, then simulates every system from the same start times of
-every trace (--starts per trace) with the edge client's own policy code. Fidelity is PSNR of the
-really replayed output against the exact-KV output (100 dB: bit-identical).
+Without ``--workload`` it runs the reference model: its example templates are built (in process,
+into --library), each edit's geometry measured on this machine (shard bytes and decode times at
+every level of both codecs, per-layer compute, the on-device time at template-to-request token
+ratios 1, 2, 4) and scaled to --device-profile; the JSON layout is ``families``, ``ratios``,
+``ondevice_by_token_ratio``, ``setup``, plus ``warm`` (the same tables from a warm phone) and
+``cachegen_slo`` (CacheGen's median latency per family at SLO multiples of the compute time).
+With ``--workload NAME`` (repeatable; ``sakura.evaluation.workloads``), ``workloads.<name>`` holds
+that layout for each; analytic workloads borrow bytes per level and decode speed from the
+reference model's measured KV, and have no fidelity (``psnr_db`` only for measured ones).
+Every system is simulated from the same start times of every trace (--starts per trace) and the
+same cold phone, with the edge client's own policy code. Fidelity is PSNR of the really replayed
+output against the exact-KV output (100 dB: bit-identical).
 """
 
 from __future__ import annotations
@@ -24,20 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from sakura.evaluation import (
-    PROFILES,
-    SYSTEMS,
-    TOKEN_RATIOS,
-    EditSimulator,
-    FidelityTable,
-    device_profile,
-    measure_geometry,
-)
-from sakura.evaluation.workload import build_examples, example_spec, load_cases
-from sakura.platform.models import Schedule, load_model
+from sakura.evaluation import PROFILES, SYSTEMS, TOKEN_RATIOS, EditSimulator, device_profile
+from sakura.evaluation.runs import Run, groups, simulate_runs, summarize
+from sakura.evaluation.workloads import (WORKLOADS, Analytic, CodecRates, MeasuredWorkload, analytic_geometry,
+                                         measure_workload, workload_spec)
 from sakura.platform.traces import load_traces
 
-CELLULAR = ("norway-hsdpa", "mahimahi-cellular", "lumos-4g", "lumos-5g")
+SLO_FACTORS = (0.5, 1.0, 2.0, 4.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,9 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
     p.add_argument("--json", type=Path)
     p.add_argument("--plots", type=Path)
+    p.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="repeatable (default: reference)")
     p.add_argument("--library", help="store URI of a library with the example templates (default: build one)")
-    p.add_argument("--steps", type=int, help="denoising steps to build the templates for (default: the model's, 8)")
-    p.add_argument("--device-profile", default="this-machine", choices=sorted(PROFILES))
+    p.add_argument("--steps", type=int, help="denoising steps to build measured templates for (default: the model's)")
+    p.add_argument("--device-profile", choices=sorted(PROFILES),
+                   help="default: this-machine for measured workloads, flagship-npu for analytic ones")
     p.add_argument("--starts", type=int, default=10, help="start times per trace")
     p.add_argument("--rtt-ms", type=float, default=40.0, help="network round trip per request")
     p.add_argument("--server-ms", type=float, default=15.0,
@@ -55,139 +57,141 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5, help="timed repetitions per compute measurement")
     args = p.parse_args(argv)
     started = time.time()
-
-    workdir = tempfile.TemporaryDirectory(prefix="sakura-e2e-")
-    library = args.library or f"file://{workdir.name}/lib"
-    spec = example_spec()
-    if not args.library:
-        print("building the example templates for the reference model ...", flush=True)
-        build_examples(library, spec, steps=args.steps)
-    adapter = load_model("reference")
-    cases = load_cases(library, spec, adapter.resolution)
-    profile = device_profile(args.device_profile)
-    geometries, fidelity, floors = [], [], []
-    for case in cases:
-        g, decoded = measure_geometry(adapter, case.manifest, case.payloads, case.template, case.request,
-                                      repeats=args.repeats)
-        geometries.append(g.scaled(profile.compute_factor))
-        schedule = Schedule(case.manifest.schedule.steps, case.manifest.schedule.strength)
-        fidelity.append(FidelityTable(adapter, decoded, g.levels[-1], case.manifest.prompt, case.request, schedule))
-        floors.append(_matched_floor(g, fidelity[-1]))
-    print(_geometry_line(geometries[0], profile.name), flush=True)
-
     families = load_traces(args.traces)
     rtt = (args.rtt_ms + args.server_ms) / 1000
-    runs: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    psnr: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    by_ratio: dict[str, dict[int, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    examples: dict[str, dict] = {}
-    for family, traces in families.items():
-        for t_index, trace in enumerate(traces):
-            for k in range(args.starts):
-                start = trace.duration * (k + 0.5) / args.starts
-                which = (t_index * args.starts + k) % len(geometries)
-                sim = EditSimulator(geometries[which], trace, start, rtt_s=rtt, cachegen_floor=floors[which])
-                for system in SYSTEMS:
-                    edit = sim.run(system)
-                    runs[family][system].append(edit.latency_s)
-                    psnr[family][system].append(fidelity[which].psnr(edit.levels))
-                    variety = len(set(edit.levels))  # plot the edit where adaptation shows most
-                    if system == "sakura" and variety > examples.get(family, {}).get("variety", 0):
-                        examples[family] = {"trace": trace, "start": start, "sim": sim, "variety": variety}
-                runs[family]["bound"].append(sim.bound())
-                for ratio in TOKEN_RATIOS:
-                    scaled = EditSimulator(geometries[which].at_ratio(ratio), trace, start, rtt_s=rtt)
-                    by_ratio[family][ratio]["sakura"].append(scaled.run("sakura").latency_s)
-                    by_ratio[family][ratio]["on-device"].append(geometries[which].ondevice_s[ratio])
-        print(f"  {family}: {len(traces)} traces x {args.starts} starts", flush=True)
+    measured: dict[str, MeasuredWorkload] = {}
+    reports = {}
+    with tempfile.TemporaryDirectory(prefix="sakura-e2e-") as workdir:
+        def measure(model: str) -> MeasuredWorkload:
+            if model not in measured:
+                print(f"building and measuring the example templates for {model} ...", flush=True)
+                library = args.library or f"file://{workdir}/lib-{model}"
+                ratios = TOKEN_RATIOS if model == "reference" else (1,)
+                measured[model] = measure_workload(model, library, steps=args.steps, repeats=args.repeats, ratios=ratios)
+            return measured[model]
 
-    report = _report(runs, psnr, by_ratio, geometries, profile, args)
-    _print_table(report)
+        for name in args.workload or ["reference"]:
+            reports[name] = evaluate(name, measure, families, rtt, args)
+            _print_table(name, reports[name])
+    out = reports["reference"] if not args.workload else {"workloads": reports}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1))
-    if args.plots:
-        from sakura.evaluation.plots import write_plots
-
-        write_plots(args.plots, runs, examples)
+        args.json.write_text(json.dumps(out, indent=1))
     print(f"done in {time.time() - started:.0f} s")
-    workdir.cleanup()
     return 0
 
 
-def _matched_floor(g, fidelity: FidelityTable) -> str:
-    """The coarsest CacheGen configuration at least as faithful as SAKURA's smallest level."""
-    target = fidelity.psnr((g.levels[0],) * g.shards)
-    for level in g.cachegen_levels:
-        if fidelity.psnr((level,) * g.shards) >= target:
-            return level
-    return g.cachegen_levels[-1]
+def evaluate(name: str, measure, families, rtt: float, args) -> dict:
+    spec = workload_spec(name)
+    analytic = isinstance(spec, Analytic)
+    profile = device_profile(args.device_profile or ("flagship-npu" if analytic else "this-machine"))
+    reference = measure("reference" if analytic else spec.model)
+    floors = list(reference.floors)
+    if analytic:
+        g0 = reference.geometries[0]
+        rates = CodecRates.from_geometries(reference.geometries)
+        geometries = [analytic_geometry(spec, profile, rates, g0.levels, g0.cachegen_levels)]
+        floors, fidelity = [max(set(floors), key=floors.count)], None
+    else:
+        geometries = [g.scaled(profile.compute_factor, decode_factor=profile.cpu_factor) for g in reference.geometries]
+        fidelity = reference.fidelity
+    print(_geometry_line(geometries[0], profile.name), flush=True)
+    psnr_of = (lambda run, edit: fidelity[run.case].psnr(edit.levels)) if fidelity else None
+    kw = dict(starts=args.starts, rtt_s=rtt, floors=floors, skip_hopeless=analytic)
+    runs = simulate_runs(geometries, families, **kw)
+    report = summarize(runs, SYSTEMS, psnr_of)
+    report["warm"] = summarize(simulate_runs(geometries, families, warm_template=True, **kw), SYSTEMS, psnr_of)
+    report["cachegen_slo"] = _slo_sweep(runs, rtt)
+    if not analytic:
+        report["ondevice_by_token_ratio"] = _by_token_ratio(runs, geometries, rtt)
+    report["setup"] = _setup(geometries, profile, args, reference.model if analytic else None)
+    if args.plots:
+        from sakura.evaluation.plots import write_plots
+
+        write_plots(args.plots if not args.workload else args.plots / name, _latency_lists(runs), _examples(runs))
+    return report
 
 
-def _stats(values: list[float]) -> dict[str, float]:
-    return {"median_s": float(np.median(values)), "p90_s": float(np.percentile(values, 90))}
+def _slo_sweep(runs: list[Run], rtt: float) -> dict[str, dict[str, float]]:
+    """CacheGen's median latency per family with its SLO at multiples of the compute-only time."""
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for factor in SLO_FACTORS:
+        values = defaultdict(list)
+        for r in runs:
+            g = r.sim.g
+            sim = EditSimulator(g, r.trace, r.start, rtt_s=rtt, cachegen_slo_s=factor * g.compute_s)
+            values[r.family].append(sim.run("cachegen").latency_s)
+        for group, members in groups(list(values)).items():
+            out[group][str(factor)] = float(np.median([v for f in members for v in values[f]]))
+    return dict(out)
 
 
-def _report(runs, psnr, by_ratio, geometries, profile, args) -> dict:
-    families = list(runs)
-    pooled = {"cellular": [f for f in families if f in CELLULAR], "overall": families}
-    groups = {f: [f] for f in families} | {name: members for name, members in pooled.items() if members}
-    out: dict = {"families": {}, "ratios": {}, "ondevice_by_token_ratio": {}}
-    for group, members in groups.items():
-        table = {}
-        for system in [*SYSTEMS, "bound"]:
-            values = [v for f in members for v in runs[f][system]]
-            table[system] = _stats(values)
-            if system != "bound":
-                table[system]["psnr_db"] = float(np.mean([v for f in members for v in psnr[f][system]]))
-        out["families"][group] = table
-        med = {s: table[s]["median_s"] for s in table}
-        out["ratios"][group] = {
-            "cachegen_over_sakura": med["cachegen"] / med["sakura"],
-            "cachegen_matched_over_sakura": med["cachegen-matched"] / med["sakura"],
-            "ondevice_over_sakura": med["on-device"] / med["sakura"],
-            "sakura_over_oracle": med["sakura"] / med["oracle"],
-            "sakura_over_bound": med["sakura"] / med["bound"],
-            "cachegen_over_sakura_per_edit_median": float(np.median(
-                [c / s for f in members for c, s in zip(runs[f]["cachegen"], runs[f]["sakura"])])),
-        }
-        out["ondevice_by_token_ratio"][group] = {
-            str(r): float(np.median([v for f in members for v in by_ratio[f][r]["on-device"]]) /
-                          np.median([v for f in members for v in by_ratio[f][r]["sakura"]]))
-            for r in TOKEN_RATIOS}
+def _by_token_ratio(runs: list[Run], geometries, rtt: float) -> dict[str, dict[str, float]]:
+    sakura: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    ondevice: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        g = geometries[r.case]
+        for ratio in TOKEN_RATIOS:
+            sakura[r.family][ratio].append(EditSimulator(g.at_ratio(ratio), r.trace, r.start, rtt_s=rtt).run("sakura").latency_s)
+            ondevice[r.family][ratio].append(g.ondevice_s[ratio])
+    return {group: {str(ratio): float(np.median([v for f in members for v in ondevice[f][ratio]]) /
+                                      np.median([v for f in members for v in sakura[f][ratio]]))
+                    for ratio in TOKEN_RATIOS}
+            for group, members in groups(list(sakura)).items()}
+
+
+def _setup(geometries, profile, args, rates_from: str | None) -> dict:
     g = geometries[0]
-    out["setup"] = {
-        "model": g.model, "steps": g.steps, "shards": g.shards, "template_tokens": g.template_tokens,
-        "request_tokens": g.request_tokens, "example_token_ratio": g.template_tokens / g.request_tokens,
-        "device_profile": profile.name, "compute_factor": profile.compute_factor, "rtt_ms": args.rtt_ms,
-        "server_ms": args.server_ms,
-        "starts_per_trace": args.starts,
+    return {
+        "workload": g.template if rates_from else "measured:" + g.model, "model": g.model, "steps": g.steps,
+        "shards": g.shards, "template_tokens": g.template_tokens, "request_tokens": g.request_tokens,
+        "example_token_ratio": g.template_tokens / g.request_tokens, "device_profile": profile.name,
+        "compute_factor": profile.compute_factor, "cpu_factor": profile.cpu_factor, "rtt_ms": args.rtt_ms,
+        "server_ms": args.server_ms, "starts_per_trace": args.starts, "codec_rates_from": rates_from,
         "bytes_per_level": {lv: statistics.mean(sum(x.sizes[lv]) for x in geometries) for lv in g.sizes},
         "compute_only_s": statistics.mean(x.compute_s for x in geometries),
-        "ondevice_s": {str(r): statistics.mean(x.ondevice_s[r] for x in geometries) for r in TOKEN_RATIOS},
+        "ondevice_compute_s": {s: statistics.mean(x.ondevice_compute_s(s) for x in geometries)
+                               for s in ("on-device", "on-device-uncached", "on-device-prepared")},
+        "ondevice_s": {str(r): statistics.mean(x.ondevice_s[r] for x in geometries) for r in g.ondevice_s},
     }
+
+
+def _latency_lists(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        for system, edit in r.edits.items():
+            out[r.family][system].append(edit.latency_s)
+        out[r.family]["bound"].append(r.bound)
     return out
 
 
+def _examples(runs: list[Run]) -> dict[str, dict]:
+    """Per family, the SAKURA edit where adaptation shows most (the most distinct levels)."""
+    best: dict[str, dict] = {}
+    for r in runs:
+        if "sakura" not in r.edits:
+            continue
+        variety = len(set(r.edits["sakura"].levels))
+        if variety > best.get(r.family, {}).get("variety", 0):
+            best[r.family] = {"trace": r.trace, "start": r.start, "sim": r.sim, "variety": variety}
+    return best
+
+
 def _geometry_line(g, profile: str) -> str:
-    sizes = ", ".join(f"{lv} {sum(g.sizes[lv]) / 1e3:.0f} kB" for lv in g.sizes)
-    return (f"{g.template}: {g.shards} shards, {g.steps} steps, compute {g.compute_s * 1e3:.1f} ms, "
-            f"on-device {g.ondevice_s[1] * 1e3:.1f} ms ({profile}); {sizes}")
+    sizes = ", ".join(f"{lv} {sum(g.sizes[lv]) / 1e6:.2f} MB" for lv in g.sizes)
+    return (f"{g.template}: {g.shards} shards, {g.steps} steps, compute {g.compute_s:.3f} s, "
+            f"on-device {g.ondevice_compute_s('on-device'):.3f} s ({profile}); {sizes}")
 
 
-def _print_table(report: dict) -> None:
-    systems = [*SYSTEMS, "bound"]
-    print(f"\n{'family':18s} " + " ".join(f"{s[:14]:>14s}" for s in systems) + "   cg/sak  cgm/sak od/sak  sak/orc")
+def _print_table(name: str, report: dict) -> None:
+    systems = [s for s in [*SYSTEMS, "bound"] if s in report["families"].get("overall", {})]
+    print(f"\n{name}\n{'family':18s} " + " ".join(f"{s[:14]:>14s}" for s in systems))
     for family, table in report["families"].items():
-        cells = " ".join(f"{table[s]['median_s']:8.3f}/{table[s]['p90_s']:<5.2f}" for s in systems)
+        print(f"{family:18s} " + " ".join(f"{table[s]['median_s']:8.3f}/{table[s]['p90_s']:<5.2f}" if s in table
+                                          else f"{'-':>14s}" for s in systems))
         r = report["ratios"][family]
-        print(f"{family:18s} {cells}   {r['cachegen_over_sakura']:6.2f}  {r['cachegen_matched_over_sakura']:6.2f}  "
-              f"{r['ondevice_over_sakura']:6.2f}  "
-              f"{r['sakura_over_oracle']:6.2f}")
-    print("median/p90 seconds per edit")
-    print("PSNR dB:", {s: round(report["families"]["overall"][s]["psnr_db"], 1) for s in SYSTEMS})
-    print("on-device / sakura by token ratio:", {f: {r: round(v, 2) for r, v in d.items()}
-                                                  for f, d in report["ondevice_by_token_ratio"].items()})
+        print(f"{'':18s} " + "  ".join(f"{k.replace('_over_', '/')} {v:.2f}" for k, v in r.items()))
+    print("median/p90 seconds per edit (cold phone); '-': not simulated where SAKURA is hopeless")
 
 
 if __name__ == "__main__":

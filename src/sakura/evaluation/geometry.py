@@ -41,22 +41,57 @@ class EditGeometry:
     ondevice_s: dict[int, float] = field(default_factory=dict)  # per token ratio
     replay_s: dict[int, float] = field(default_factory=dict)  # compute-only edit time per ratio
     manifest_bytes: int = 0
+    raw_bytes: list[int] = field(default_factory=list)  # each shard's K + V at 2 bytes a value
+    kv_itemsize: int = 2  # bytes per value of the model's KV (what the lossless level stores)
+    # What the on-device baselines compute and every system fetches before its KV (see ``ondevice_compute_s``).
+    kv_cached: bool = False  # the stock pipeline computes the reference tokens once (else at every step)
+    text_encode_s: float = 0.0  # the template's prompt through the text encoder(s)
+    reference_encode_s: float = 0.0  # the template's image through the VAE
+    reference_pass_s: float = 0.0  # the reference tokens through every block, one step
+    shard_compute_s: list[float] = field(default_factory=list)  # computing each shard's KV on the phone
+    source_bytes: int = 0  # the template's image and prompt: what the stock pipeline downloads
+    context_bytes: int = 0  # SAKURA's context objects (prompt embeddings), fetched with the manifest
+    prepared_bytes: int = 0  # prompt embeddings + reference latents: what on-device-prepared downloads
 
     @property
     def shards(self) -> int:
         return len(self.weights)
 
     @property
+    def shards_per_step(self) -> int:
+        """Shards computed in one pass of the reference tokens (every shard for KV-cached models)."""
+        return self.shards if self.kv_cached else max(1, self.shards // self.steps)
+
+    def ondevice_compute_s(self, system: str) -> float:
+        """Compute seconds of an on-device baseline: ``on-device`` (the stock pipeline: text encoder,
+        VAE of the reference, the reference pass once if KV-cached else at every step, the edit),
+        ``on-device-uncached`` (the reference pass at every step) or ``on-device-prepared`` (prompt
+        embeddings and reference latents downloaded; the reference KV computed once)."""
+        passes = 1 if self.kv_cached else self.steps
+        encode = self.text_encode_s + self.reference_encode_s
+        if system == "on-device":
+            return encode + passes * self.reference_pass_s + self.compute_s
+        if system == "on-device-uncached":
+            return encode + self.steps * self.reference_pass_s + self.compute_s
+        if system == "on-device-prepared":
+            return passes * self.reference_pass_s + self.compute_s
+        raise ValueError(f"unknown on-device system {system!r}")
+
+    @property
     def compute_s(self) -> float:
         return self.startup_s + sum(self.gaps_s)
 
-    def scaled(self, compute_factor: float) -> "EditGeometry":
-        """The same edit on a device ``compute_factor`` times slower (decoding included)."""
+    def scaled(self, compute_factor: float, *, decode_factor: float | None = None) -> "EditGeometry":
+        """The same edit on a device ``compute_factor`` times slower at computing and ``decode_factor``
+        times slower at decoding (by default ``compute_factor`` too)."""
         f = compute_factor
+        df = f if decode_factor is None else decode_factor
         return replace(self, startup_s=self.startup_s * f, gaps_s=[g * f for g in self.gaps_s],
-                       decode_s={k: [d * f for d in v] for k, v in self.decode_s.items()},
+                       decode_s={k: [d * df for d in v] for k, v in self.decode_s.items()},
                        ondevice_s={r: t * f for r, t in self.ondevice_s.items()},
-                       replay_s={r: t * f for r, t in self.replay_s.items()})
+                       replay_s={r: t * f for r, t in self.replay_s.items()},
+                       text_encode_s=self.text_encode_s * f, reference_encode_s=self.reference_encode_s * f,
+                       reference_pass_s=self.reference_pass_s * f, shard_compute_s=[c * f for c in self.shard_compute_s])
 
     def at_ratio(self, ratio: int) -> "EditGeometry":
         """The edit with ``ratio`` times as many template tokens: bytes and decode scale with them;
@@ -98,8 +133,11 @@ def measure_geometry(
     request: EditRequest,
     *,
     repeats: int = 5,
+    ratios: tuple[int, ...] = TOKEN_RATIOS,
 ) -> tuple[EditGeometry, dict[str, TemplateKV]]:
-    """Measure one template version; also returns the decoded KV at every level (for fidelity)."""
+    """Measure one template version; also returns the decoded KV at every level (for fidelity).
+    ``ratios``: the template-to-request token ratios to time the edit at (1 always)."""
+    ratios = tuple(sorted({1, *ratios}))
     levels = [lvl.name for lvl in manifest.levels]
     keys = [s.key for s in manifest.shards]
     decoded: dict[str, TemplateKV] = {}
@@ -120,19 +158,40 @@ def measure_geometry(
         sizes[codec.name], decode_s[codec.name] = [t.nbytes for t in trips], [t.decode_s for t in trips]
     schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
     startup, gaps = _compute_profile(adapter, exact, manifest.prompt, request, schedule, repeats)
-    tiled = {r: _tiled(exact, r) for r in TOKEN_RATIOS}
+    tiled = {r: _tiled(exact, r) for r in ratios}
     replay = {r: _fastest(lambda: adapter.replay(tiled[r], manifest.prompt, request, schedule), repeats)
-              for r in TOKEN_RATIOS}
+              for r in ratios}
     full = _fastest(lambda: adapter.full(template, request, schedule), repeats)
     template_compute = max(0.0, full - replay[1])  # computing the template tokens at every step
+    kv_cached = not adapter.step_dependent
+    passes = 1 if kv_cached else schedule.steps
+    per_step = len(keys) if kv_cached else max(1, len(keys) // schedule.steps)
     geometry = EditGeometry(
         template=manifest.template_id, model=manifest.model.name, steps=schedule.steps,
         template_tokens=manifest.tokens.template, request_tokens=manifest.tokens.image + manifest.tokens.text,
         levels=levels, cachegen_levels=[c.name for c in CACHEGEN_LEVELS], sizes=sizes, decode_s=decode_s,
         weights=[s.weight for s in manifest.shards], startup_s=startup, gaps_s=gaps,
-        ondevice_s={r: replay[r] + r * template_compute for r in TOKEN_RATIOS}, replay_s=replay,
-        manifest_bytes=len(manifest.to_bytes()))
+        ondevice_s={r: replay[r] + r * template_compute for r in ratios}, replay_s=replay,
+        manifest_bytes=len(manifest.to_bytes()), raw_bytes=[2 * (exact[k].k.size + exact[k].v.size) for k in keys],
+        kv_itemsize=exact[keys[0]].k.dtype.itemsize,
+        kv_cached=kv_cached, reference_pass_s=template_compute / passes,
+        shard_compute_s=[template_compute / passes / per_step] * len(keys),
+        source_bytes=template_source_bytes(template), context_bytes=sum(c.length for c in manifest.context),
+        prepared_bytes=sum(c.length for c in manifest.context) + template_source_bytes(template))
     return geometry, decoded
+
+
+def template_source_bytes(template: Template) -> int:
+    """What the stock pipeline downloads: the template's image as a JPEG (quality 90: an estimate of
+    how an app ships one) and its prompt."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    pixels = np.clip(np.asarray(template.image, dtype=np.float32) * 255, 0, 255).astype(np.uint8)
+    out = BytesIO()
+    Image.fromarray(pixels).convert("RGB").save(out, format="JPEG", quality=90)
+    return out.tell() + len(template.prompt.encode())
 
 
 def _compute_profile(adapter, kv, prompt, request, schedule, repeats) -> tuple[float, list[float]]:

@@ -11,7 +11,8 @@ from sakura.evaluation.simulator import SYSTEMS, EditSimulator, SimEdit
 LEVEL_COLOURS = {"compact": "#8ecae6", "medium": "#219ebc", "full": "#023047",
                  "cachegen-low": "#ffb703", "cachegen-coarse": "#fb8500", "cachegen-fine": "#c75000"}
 SYSTEM_STYLE = {"sakura": ("#d62828", "-"), "oracle": ("#000000", ":"), "cachegen": ("#fb8500", "-"), "cachegen-matched": ("#fb8500", "--"),
-                "on-device": ("#6a994e", "-"), "full-sequential": ("#7f7f7f", "-"),
+                "on-device": ("#6a994e", "-"), "on-device-uncached": ("#386641", ":"),
+                "on-device-prepared": ("#a7c957", "--"), "full-sequential": ("#7f7f7f", "-"),
                 "sakura-no-pipeline": ("#d62828", "--"), "sakura-fixed-medium": ("#219ebc", "--"), "bound": ("#9d4edd", ":")}
 
 
@@ -128,3 +129,46 @@ def sim_edit_from_timeline(timeline, name: str) -> SimEdit:
         shard.needed, shard.consumed = s.needed_at or shard.decoded, s.consumed_at or shard.decoded
         shards.append(shard)
     return SimEdit(name, timeline.compute_end, shards, timeline.compute_start, timeline.stall_s)
+
+
+RATIO_STYLE = {"cachegen_over_sakura": ("#fb8500", "CacheGen / SAKURA"),
+               "ondevice_over_sakura": ("#6a994e", "on-device (stock, KV-cached) / SAKURA"),
+               "ondevice_uncached_over_sakura": ("#386641", "on-device-uncached / SAKURA"),
+               "ondevice_prepared_over_sakura": ("#a7c957", "on-device-prepared / SAKURA")}
+
+
+def regime_map(path: Path, curve, families: dict[str, tuple[float, dict[str, float]]], title: str,
+               paper: dict[str, float]) -> Path:
+    """Each baseline's latency over SAKURA's against the link rate (above 1: SAKURA is faster), with
+    the trace families' medians at their mean rate and the paper's ratios as reference lines."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8.5, 5.2))
+    for key, (colour, label) in RATIO_STYLE.items():
+        points = [(r, v) for r, v in zip(curve.rates_mbps, curve.ratios[key]) if v is not None]
+        if points:
+            ax.plot(*zip(*points), color=colour, label=label, linewidth=2)
+        for family, (rate, ratios) in families.items():
+            if ratios.get(key):
+                ax.scatter([rate], [ratios[key]], color=colour, edgecolor="black", zorder=3, s=36)
+    for family, (rate, _) in families.items():
+        ax.annotate(family, (rate, 0.02), xycoords=ax.get_xaxis_transform(), fontsize=7, rotation=90, va="bottom")
+    ax.axhline(1.0, color="black", linewidth=1)
+    hopeless = [r for r, v in zip(curve.rates_mbps, curve.latency_s["sakura"]) if v is None]
+    if hopeless:
+        ax.axvspan(curve.rates_mbps[0], max(hopeless), color="grey", alpha=0.2,
+                   label="not simulated: SAKURA's lower bound > 20x the stock on-device edit")
+    for key, value in paper.items():
+        ax.axhline(value, color=RATIO_STYLE[key][0], linestyle="--", linewidth=1,
+                   label=f"paper: {RATIO_STYLE[key][1]} = {value}x")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(curve.rates_mbps[0], curve.rates_mbps[-1])
+    ax.set_xlabel("link rate (Mbit/s, constant; dots: trace families at their mean rate)")
+    ax.set_ylabel("baseline latency / SAKURA latency (>1: SAKURA faster)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

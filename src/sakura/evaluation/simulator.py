@@ -10,10 +10,20 @@ live pipeline builds. Compute and decode times come from an :class:`EditGeometry
 real model.
 
 Systems: ``sakura`` (robust MPC + overlapped pipeline, with abandonment), ``sakura-no-pipeline``,
-``sakura-fixed-medium``, ``full-sequential``, ``cachegen`` (its whole ladder), ``cachegen-matched``
-(only CacheGen configurations whose output is at least as faithful as SAKURA's smallest level:
-the comparison at preserved quality), ``on-device``, ``oracle`` and the ``bound``. The bounded stage queues of the live pipeline are not modelled (at six shards the
-fetcher never waits on them).
+``sakura-fixed-medium``, ``full-sequential``, ``cachegen`` (its whole ladder and its own rule, text
+fallback included), ``cachegen-matched`` (only CacheGen configurations whose output is at least as
+faithful as SAKURA's smallest level: the comparison at preserved quality), the on-device baselines
+(``on-device``: the stock pipeline; ``on-device-uncached``: the reference tokens through every block
+at every step; ``on-device-prepared``: prompt embeddings and reference latents downloaded, the
+reference KV computed once), ``oracle`` and the ``bound``. The bounded stage queues of the live
+pipeline are not modelled (at six shards the fetcher never waits on them).
+
+Every system starts from the same state of the phone. *Cold* (the default): nothing of the
+template is there; each fetches what it needs over the same link, one request a round trip
+(SAKURA and CacheGen: the manifest, then the context objects, then the KV; CacheGen's context
+also holds the reference latents its text fallback computes from; the on-device systems: the
+template's image and prompt, or the prepared objects). *Warm*: the manifest and context objects
+are on the phone from an earlier edit, the KV is not.
 """
 
 from __future__ import annotations
@@ -22,13 +32,15 @@ from dataclasses import dataclass, field
 
 from sakura.edge_client import BandwidthEstimator, FixedPolicy, LevelPolicy, OraclePolicy, PlanContext, RobustMPCPolicy, ShardOption
 from sakura.edge_client.planning import level_utility, normalised_weights
+from sakura.evaluation.cachegen import select_config
 from sakura.evaluation.geometry import EditGeometry
 from sakura.platform.traces import BandwidthTrace
 
 ABANDON_CHECK_S, ABANDON_MIN_S = 0.02, 0.05
 MAX_IN_FLIGHT = 4  # as the live pipeline
+ONDEVICE_SYSTEMS = ("on-device", "on-device-uncached", "on-device-prepared")
 SYSTEMS = ("sakura", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen", "cachegen-matched",
-           "on-device", "oracle")
+           *ONDEVICE_SYSTEMS, "oracle")
 
 
 @dataclass
@@ -45,6 +57,7 @@ class SimShard:
     bytes: int = 0
     abandoned: list[str] = field(default_factory=list)
     bytes_final: int = 0  # of the level finally fetched
+    recomputed: bool = False  # CacheGen's text fallback: computed on the phone, not fetched
     expected_rate: float | None = None  # the estimate when it was requested
 
 
@@ -69,10 +82,15 @@ class EditSimulator:
     """One edit of ``geometry`` starting ``start`` seconds into ``trace``."""
 
     def __init__(self, geometry: EditGeometry, trace: BandwidthTrace, start: float, *, rtt_s: float = 0.04,
-                 cold: bool = False, cachegen_floor: str | None = None) -> None:
+                 cold: bool = False, warm_template: bool = False, cachegen_floor: str | None = None,
+                 cachegen_slo_s: float | None = None) -> None:
         """``cold``: a fresh session (no bandwidth samples, no compute calibration) instead of a
-        phone that has used the link for the last seconds and has edited before."""
+        phone that has used the link for the last seconds and has edited before. ``warm_template``:
+        the template's manifest and context objects are on the phone (see the module docstring).
+        ``cachegen_slo_s``: CacheGen's SLO for the KV (default: the compute-only edit time)."""
         self.g, self.trace, self.start, self.rtt, self.cold = geometry, trace, start, rtt_s, cold
+        self.warm_template = warm_template
+        self.cachegen_slo_s = geometry.compute_s if cachegen_slo_s is None else cachegen_slo_s
         self.cachegen_floor = cachegen_floor or geometry.cachegen_levels[0]
         self.n = geometry.shards
         self._utility = level_utility({lv: sum(geometry.sizes[lv]) for lv in geometry.levels})
@@ -88,8 +106,16 @@ class EditSimulator:
     def delivered(self, t0: float, t1: float) -> float:
         return self.trace.bytes_between(self.start + t0, self.start + t1)
 
-    def manifest_done(self) -> float:
-        return self.rtt + self.transfer(self.rtt, self.g.manifest_bytes)
+    def fetched(self, at: float, nbytes: int) -> float:
+        """When one request sent at ``at`` for ``nbytes`` is complete (nothing else on the link)."""
+        return at + self.rtt + self.transfer(at + self.rtt, nbytes) if nbytes else at
+
+    def preamble_done(self, context_bytes: int | None = None) -> float:
+        """When the KV can be requested: cold, after the manifest and then the context objects; warm, at once."""
+        if self.warm_template:
+            return 0.0
+        return self.fetched(self.fetched(0.0, self.g.manifest_bytes),
+                            self.g.context_bytes if context_bytes is None else context_bytes)
 
     def primed_estimator(self) -> BandwidthEstimator:
         """What a phone that used the link for the last three seconds would know (nothing if cold)."""
@@ -118,18 +144,24 @@ class EditSimulator:
         if system == "cachegen-matched":
             ladder = self.g.cachegen_levels
             return self.cachegen(ladder[ladder.index(self.cachegen_floor):], system)
-        if system == "on-device":
-            return SimEdit(system, self.g.ondevice_s[1], [])
+        if system in ONDEVICE_SYSTEMS:
+            return self.ondevice(system)
         raise ValueError(f"unknown system {system!r}")
+
+    def ondevice(self, system: str) -> SimEdit:
+        """Download what the baseline needs (cold), then compute everything on the phone."""
+        nbytes = self.g.prepared_bytes if system == "on-device-prepared" else self.g.source_bytes
+        t = 0.0 if self.warm_template else self.fetched(0.0, nbytes)
+        return SimEdit(system, t + self.g.ondevice_compute_s(system), [], t)
 
     def bound(self) -> float:
         """No edit can beat computing alone, nor fetching the smallest level of every shard."""
-        t = self.manifest_done()
+        t = self.preamble_done()
         smallest = sum(self.g.sizes[self.g.levels[0]])
         return t + max(self.g.compute_s, self.transfer(t, smallest))
 
     def pipelined(self, policy: LevelPolicy, system: str, *, abandon: bool = True) -> SimEdit:
-        est, t = self.primed_estimator(), self.manifest_done()
+        est, t = self.primed_estimator(), self.preamble_done()
         shards: list[SimShard] = []
         request = link_free = decode_free = compute_start = t
         stall = 0.0
@@ -148,7 +180,7 @@ class EditSimulator:
 
     def sequential(self, policy: LevelPolicy, system: str) -> SimEdit:
         """Fetch everything (levels chosen as the pipelined client would), decode it, then compute."""
-        est, t = self.primed_estimator(), self.manifest_done()
+        est, t = self.primed_estimator(), self.preamble_done()
         shards: list[SimShard] = []
         request = link_free = t
         for i in range(self.n):
@@ -159,28 +191,43 @@ class EditSimulator:
         return self._decode_then_compute(system, shards, link_free)
 
     def cachegen(self, ladder: list[str] | None = None, system: str = "cachegen") -> SimEdit:
-        """CacheGen adapted to DiT: per chunk (shard) the finest configuration whose transfer at the
-        last measured throughput fits an equal share of the remaining deadline (the compute-only
-        edit time, the budget SAKURA hides its download in); decode streams with the fetch; the
-        model starts when everything is decoded."""
-        est, t = self.primed_estimator(), self.manifest_done()
+        """CacheGen adapted to DiT, by its own rule (:func:`~sakura.evaluation.cachegen.select_config`):
+        per chunk (shard) the finest configuration whose transfer at the last measured throughput
+        fits ``SLO / chunks``, else its text fallback: the phone computes that chunk, which needs
+        the reference pass through every block below it in the same step. Decode streams with the
+        fetch; the fallbacks are computed once everything is decoded, then the model runs (no
+        compute overlap)."""
+        ladder = ladder or self.g.cachegen_levels
+        est = self.primed_estimator()
+        t = self.preamble_done(self.g.prepared_bytes)
         throughput = est.estimate().bytes_per_s  # type: ignore[union-attr]
-        deadline = t + self.g.compute_s
+        budget = self.cachegen_slo_s / self.n
         shards: list[SimShard] = []
         request = link_free = decode_free = t
         for i in range(self.n):
-            share = max(0.0, deadline - max(request + self.rtt, link_free)) / (self.n - i)
-            ladder = ladder or self.g.cachegen_levels
-            fitting = [lv for lv in ladder if self.g.sizes[lv][i] / throughput <= share]
-            level = fitting[-1] if fitting else ladder[0]
+            level = select_config({lv: self.g.sizes[lv][i] for lv in ladder}, throughput, budget, ladder)
+            if level is None:
+                shards.append(SimShard(i, self.g.levels[-1], request, request, request, request, request,
+                                       recomputed=True))
+                continue
             shard = self._fetch(i, level, request, link_free, None, None, [], t)
             shard.expected_rate = throughput
             throughput = shard.bytes / max(shard.arrived - shard.first_byte, 1e-6)
             shard.decode_start = max(shard.arrived, decode_free)
             shard.decoded = decode_free = shard.decode_start + self.g.decode_s[level][i]
             shards.append(shard)
-            link_free, request = shard.arrived, self._next_request(shards)
-        return self._compute_after(shards, system, decode_free)
+            link_free, request = shard.arrived, self._next_request([s for s in shards if not s.recomputed])
+        return self._compute_after(shards, system, decode_free + self._fallback_compute(shards))
+
+    def _fallback_compute(self, shards: list[SimShard]) -> float:
+        """Computing the recomputed shards: per pass of the reference tokens (a step, or the only one
+        of a KV-cached model), every block up to the highest recomputed one."""
+        per, total = self.g.shards_per_step, 0.0
+        for first in range(0, self.n, per):
+            recomputed = [s.index for s in shards[first:first + per] if s.recomputed]
+            if recomputed:
+                total += sum(self.g.shard_compute_s[first:max(recomputed) + 1])
+        return total
 
     # -- mechanics -----------------------------------------------------------------------
     def _next_request(self, shards: list[SimShard]) -> float:

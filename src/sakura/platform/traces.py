@@ -58,6 +58,12 @@ class BandwidthTrace:
         seg_bytes = (ends - self.starts) * self.mbps * 1e6 / 8
         object.__setattr__(self, "_cum_bytes", np.concatenate([[0.0], np.cumsum(seg_bytes)]))
 
+    @classmethod
+    def constant(cls, mbps: float, duration: float = 3600.0) -> "BandwidthTrace":
+        """A link of constant capacity: the axis of a regime map, or a test fixture; never a
+        stand-in for a real trace in a bandwidth experiment."""
+        return cls(f"constant-{mbps:g}Mbps", "constant", np.array([0.0]), np.array([float(mbps)]), duration)
+
     @property
     def period_bytes(self) -> float:
         return float(self._cum_bytes[-1])

@@ -36,3 +36,28 @@ def test_e2e_writes_every_figure_the_issue_names(tmp_path, monkeypatch):
     assert report["ratios"]["overall"]["sakura_over_oracle"] >= 0.99  # the oracle knows the future
     assert {p.name for p in plots.iterdir()} >= {"latency-cdf.png", "timeline-norway-hsdpa.png", "bandwidth-lumos-5g.png"}
     sys.modules.pop("e2e", None)
+
+
+@pytest.mark.skipif(not TRACES.exists(), reason="needs ../shared/traces")
+def test_e2e_per_workload_layout_and_the_new_baselines(tmp_path, monkeypatch):
+    family, name = "lumos-5g", PICK["lumos-5g"]
+    (tmp_path / "traces" / family).mkdir(parents=True)
+    shutil.copy(TRACES / family / name, tmp_path / "traces" / family / name)
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import e2e
+
+    out = tmp_path / "e2e.json"
+    assert e2e.main(["--traces", str(tmp_path / "traces"), "--json", str(out), "--workload", "klein-4b-ref512",
+                     "--starts", "2", "--repeats", "1"]) == 0
+    report = json.loads(out.read_text())["workloads"]["klein-4b-ref512"]
+    for state in (report, report["warm"]):
+        table = state["families"][family]
+        for system in ("sakura", "cachegen", "on-device", "on-device-uncached", "on-device-prepared", "oracle"):
+            assert set(table[system]) == {"median_s", "p90_s"}  # analytic: no fidelity
+        assert set(state["ratios"][family]) >= {"cachegen_over_sakura", "ondevice_over_sakura",
+                                                "ondevice_uncached_over_sakura", "ondevice_prepared_over_sakura"}
+    # a warm phone skips the manifest and context downloads; the stock pipeline's compute never changes
+    assert report["warm"]["families"][family]["sakura"]["median_s"] < report["families"][family]["sakura"]["median_s"]
+    assert report["setup"]["device_profile"] == "flagship-npu" and report["setup"]["codec_rates_from"] == "reference"
+    assert set(report["cachegen_slo"][family]) == {"0.5", "1.0", "2.0", "4.0"}
+    sys.modules.pop("e2e", None)

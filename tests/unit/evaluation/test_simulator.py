@@ -11,6 +11,7 @@ from sakura.evaluation import SYSTEMS, EditSimulator
 from sakura.platform.traces import BandwidthTrace, load_traces
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
+ORACLE_GOAL = 1.10  # sakura / oracle, the README's target ("Against the goals")
 
 
 def steady(mbps: float) -> BandwidthTrace:
@@ -28,9 +29,14 @@ def test_no_system_beats_the_bound_and_sakura_stays_near_the_oracle(measured):
             edits = {s: sim.run(s) for s in SYSTEMS}
             bound = sim.bound()
             for system, edit in edits.items():
-                if system != "on-device":
+                fetches_everything = edit.shards and not any(shard.recomputed for shard in edit.shards)
+                if fetches_everything:  # the bound is that of an edit fetching every shard
                     assert edit.latency_s >= bound - 1e-9, (family, system)
             assert edits["sakura"].latency_s <= edits["full-sequential"].latency_s + 1e-9
+            # The README's goal, sakura / oracle <= 1.10. Measured 1.000 at every (family, start)
+            # here, on a quiet and on a loaded machine; on the same cases sakura-fixed-medium
+            # reaches 1.6-1.9 and full-sequential 8-12, so a policy that stops adapting fails this.
+            assert edits["sakura"].latency_s <= ORACLE_GOAL * edits["oracle"].latency_s, (family, start)
             for edit in edits.values():
                 assert edit.stall_s >= 0 and all(s.consumed >= s.needed - 1e-12 for s in edit.shards)
 
@@ -40,15 +46,18 @@ def test_fast_link_full_everywhere_and_latency_close_to_compute(measured):
     sim = EditSimulator(g, steady(5000.0), 10.0, rtt_s=0.01)
     edit = sim.run("sakura")
     assert set(edit.levels) == {"full"}
-    assert edit.latency_s < sim.manifest_done() + g.compute_s + 0.05
-    assert sim.run("on-device").latency_s == g.ondevice_s[1] and sim.run("on-device").shards == []
+    assert edit.latency_s < sim.preamble_done() + g.compute_s + 0.05
+    ondevice = sim.run("on-device")
+    assert ondevice.latency_s == pytest.approx(sim.fetched(0.0, g.source_bytes) + g.ondevice_compute_s("on-device"))
+    assert ondevice.shards == []
 
 
 def test_slow_link_smallest_levels(measured):
     _, g, _ = measured
     sim = EditSimulator(g, steady(0.5), 10.0)
     assert set(sim.run("sakura").levels) == {"compact"}
-    assert set(sim.run("cachegen").levels) == {g.cachegen_levels[0]}
+    cachegen = sim.run("cachegen")  # its rule: nothing fits SLO / chunks at 0.5 Mbit/s, so it recomputes
+    assert all(shard.recomputed for shard in cachegen.shards) and cachegen.bytes == 0
     assert set(sim.run("sakura-fixed-medium").levels) == {"medium"}
     assert sim.run("full-sequential").latency_s > sim.run("sakura").latency_s * 5
 

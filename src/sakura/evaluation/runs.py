@@ -1,0 +1,111 @@
+"""Every system of the comparison over every trace of every family, from the same start times:
+the loop ``bench/e2e.py`` and ``bench/regime.py`` share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from sakura.evaluation.geometry import EditGeometry
+from sakura.evaluation.simulator import SYSTEMS, EditSimulator, SimEdit
+from sakura.platform.traces import BandwidthTrace
+
+#: The cellular families of ``../shared/traces`` (pooled as ``cellular`` in the reports).
+CELLULAR = ("norway-hsdpa", "mahimahi-cellular", "lumos-4g", "lumos-5g")
+
+
+@dataclass
+class Run:
+    """One edit start: which family, trace, start second and geometry, and every system's edit."""
+
+    family: str
+    trace: BandwidthTrace
+    start: float
+    case: int
+    sim: EditSimulator
+    edits: dict[str, SimEdit]
+    bound: float
+
+
+def simulate_runs(geometries: Sequence[EditGeometry], families: dict[str, list[BandwidthTrace]], *, starts: int,
+                  rtt_s: float, warm_template: bool = False, floors: Sequence[str | None] | None = None,
+                  systems: Sequence[str] = SYSTEMS, skip_hopeless: bool = False) -> list[Run]:
+    """``starts`` evenly spaced start times per trace; the geometries take turns. ``skip_hopeless``:
+    SAKURA's systems are not simulated where :func:`~sakura.evaluation.regime.hopeless` (absent
+    from ``edits``)."""
+    from sakura.evaluation.regime import hopeless
+
+    runs = []
+    for family, traces in families.items():
+        for t_index, trace in enumerate(traces):
+            for k in range(starts):
+                start = trace.duration * (k + 0.5) / starts
+                which = (t_index * starts + k) % len(geometries)
+                floor = floors[which] if floors else None
+                sim = EditSimulator(geometries[which], trace, start, rtt_s=rtt_s, warm_template=warm_template,
+                                    cachegen_floor=floor)
+                skip = skip_hopeless and hopeless(sim)
+                edits = {s: sim.run(s) for s in systems if not (skip and s.startswith("sakura"))}
+                runs.append(Run(family, trace, start, which, sim, edits, sim.bound()))
+    return runs
+
+
+def groups(families: Sequence[str]) -> dict[str, list[str]]:
+    """Each family alone, then ``cellular`` and ``overall`` pooled (when they have members)."""
+    pooled = {"cellular": [f for f in families if f in CELLULAR], "overall": list(families)}
+    return {f: [f] for f in families} | {name: members for name, members in pooled.items() if members}
+
+
+def latencies(runs: Sequence[Run], members: Sequence[str], system: str) -> list[float]:
+    """Every simulated edit of ``system`` in ``members`` (edits not simulated are left out)."""
+    if system == "bound":
+        return [r.bound for r in runs if r.family in members]
+    return [r.edits[system].latency_s for r in runs if r.family in members and system in r.edits]
+
+
+def stats(values: Sequence[float]) -> dict[str, float]:
+    return {"median_s": float(np.median(values)), "p90_s": float(np.percentile(values, 90))}
+
+
+#: ``ratios.<group>`` keys: the named system's median latency over SAKURA's.
+RATIOS = {
+    "cachegen_over_sakura": "cachegen",
+    "cachegen_matched_over_sakura": "cachegen-matched",
+    "ondevice_over_sakura": "on-device",
+    "ondevice_uncached_over_sakura": "on-device-uncached",
+    "ondevice_prepared_over_sakura": "on-device-prepared",
+}
+
+
+def ratio_table(medians: dict[str, float]) -> dict[str, float]:
+    """The RATIOS, and SAKURA over the oracle and the bound, of the systems ``medians`` has."""
+    out = {key: medians[system] / medians["sakura"] for key, system in RATIOS.items() if system in medians}
+    for other in ("oracle", "bound"):
+        if other in medians:
+            out[f"sakura_over_{other}"] = medians["sakura"] / medians[other]
+    return out
+
+
+def summarize(runs: Sequence[Run], systems: Sequence[str],
+              psnr_of: Callable[[Run, SimEdit], float] | None = None) -> dict[str, dict]:
+    """Per family and pooled group: ``families`` (``<system>.{median_s,p90_s[,psnr_db]}``, the bound
+    included; a system some runs did not simulate has none), ``ratios`` and ``hopeless_runs`` (how
+    many runs left SAKURA unsimulated, :func:`simulate_runs` ``skip_hopeless``)."""
+    out: dict[str, dict] = {"families": {}, "ratios": {}, "hopeless_runs": {}}
+    for group, members in groups(list(dict.fromkeys(r.family for r in runs))).items():
+        mine = [r for r in runs if r.family in members]
+        table = {}
+        for system in [*systems, "bound"]:
+            values = latencies(mine, members, system)
+            if len(values) < len(mine):
+                continue
+            table[system] = stats(values)
+            if psnr_of is not None and system != "bound":
+                table[system]["psnr_db"] = float(np.mean([psnr_of(r, r.edits[system]) for r in mine]))
+        out["families"][group] = table
+        medians = {s: v["median_s"] for s, v in table.items()}
+        out["ratios"][group] = ratio_table(medians) if "sakura" in medians else {}
+        out["hopeless_runs"][group] = sum(1 for r in mine if "sakura" not in r.edits)
+    return out

@@ -1,0 +1,197 @@
+"""Named workloads: what one edit costs, as an :class:`~sakura.evaluation.geometry.EditGeometry`.
+
+Two sources:
+
+* ``measured:<model>``: the example templates built for a model this machine runs (``reference``,
+  ``bench-flux``), their shards and compute measured here (:func:`measure_geometry`), scaled to a
+  device profile;
+* ``analytic:<arch>``: a real architecture (:mod:`~sakura.evaluation.architectures`) at a reference
+  and output resolution and a step count: per-block KV bytes from its shapes, bytes per level and
+  decode speed from :class:`CodecRates` measured on a real model's KV, compute as counted FLOPs over
+  the device profile's throughput.
+
+The names of :data:`WORKLOADS` are what benches take (``bench/e2e.py --workload NAME``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Sequence
+
+from sakura.evaluation.architectures import EditFlops, edit_flops
+from sakura.evaluation.fidelity import FidelityTable
+from sakura.evaluation.geometry import TOKEN_RATIOS, EditGeometry, measure_geometry
+from sakura.evaluation.profiles import DeviceProfile
+
+#: A stock template image and prompt as the stock pipeline would download them (see ``source_bytes``).
+STOCK_IMAGE, STOCK_PROMPT = "skimage:astronaut", "a portrait in the style of the template"
+
+
+@dataclass(frozen=True)
+class Measured:
+    model: str
+
+    @property
+    def source(self) -> str:
+        return f"measured:{self.model}"
+
+
+@dataclass(frozen=True)
+class Analytic:
+    arch: str
+    reference: int  # reference image side, pixels
+    output: int  # output image side, pixels
+    steps: int
+
+    @property
+    def source(self) -> str:
+        return f"analytic:{self.arch}@{self.reference}/{self.output}/{self.steps}"
+
+
+WORKLOADS: dict[str, Measured | Analytic] = {
+    "reference": Measured("reference"),
+    "bench-flux": Measured("bench-flux"),
+    # FLUX.2 [klein] distilled: 4 steps, its pipeline's default.
+    "klein-4b-ref512": Analytic("klein-4b", 512, 512, 4),
+    "klein-4b-ref1024": Analytic("klein-4b", 1024, 512, 4),  # the paper regime
+    "klein-9b-ref1024": Analytic("klein-9b", 1024, 512, 4),
+    # Not distilled: FluxKontextPipeline's and StableDiffusion3Pipeline's default 28 steps.
+    "kontext-ref512": Analytic("kontext", 512, 512, 28),
+    "sd35m-ref512": Analytic("sd35-medium", 512, 512, 28),
+}
+
+
+def workload_spec(name: str) -> Measured | Analytic:
+    """A name of :data:`WORKLOADS`, or ``measured:<model>`` / ``analytic:<arch>@<ref>/<out>/<steps>``."""
+    if name in WORKLOADS:
+        return WORKLOADS[name]
+    kind, _, rest = name.partition(":")
+    if kind == "measured" and rest:
+        return Measured(rest)
+    if kind == "analytic" and "@" in rest:
+        arch, _, sizes = rest.partition("@")
+        try:
+            reference, output, steps = (int(x) for x in sizes.split("/"))
+        except ValueError:
+            raise ValueError(f"workload {name!r}: expected analytic:<arch>@<reference>/<output>/<steps>") from None
+        return Analytic(arch, reference, output, steps)
+    raise ValueError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}, measured:<model>, "
+                     "analytic:<arch>@<reference>/<output>/<steps>")
+
+
+@dataclass
+class MeasuredWorkload:
+    """The example templates built for ``model``, measured on this machine (unscaled)."""
+
+    model: str
+    geometries: list[EditGeometry]
+    fidelity: list[FidelityTable]
+    floors: list[str] = field(default_factory=list)  # per template: CacheGen's matched floor
+
+
+def measure_workload(model: str, library: str, *, steps: int | None = None, repeats: int = 5,
+                     ratios: tuple[int, ...] = TOKEN_RATIOS) -> MeasuredWorkload:
+    """Build the example templates for ``model`` into ``library`` (those it lacks), then measure each
+    edit's geometry and the fidelity of its level plans."""
+    from sakura.evaluation.workload import build_examples, example_spec, load_cases
+    from sakura.platform.models import Schedule, load_model
+
+    spec = example_spec()
+    build_examples(library, spec, model=model, steps=steps)
+    adapter = load_model(model)
+    out = MeasuredWorkload(model, [], [])
+    for case in load_cases(library, spec, adapter.resolution):
+        g, decoded = measure_geometry(adapter, case.manifest, case.payloads, case.template, case.request,
+                                      repeats=repeats, ratios=ratios)
+        schedule = Schedule(case.manifest.schedule.steps, case.manifest.schedule.strength)
+        fidelity = FidelityTable(adapter, decoded, g.levels[-1], case.manifest.prompt, case.request, schedule)
+        out.geometries.append(g)
+        out.fidelity.append(fidelity)
+        out.floors.append(matched_floor(g, fidelity))
+    return out
+
+
+def matched_floor(g: EditGeometry, fidelity: FidelityTable) -> str:
+    """The coarsest CacheGen configuration at least as faithful as SAKURA's smallest level."""
+    target = fidelity.psnr((g.levels[0],) * g.shards)
+    for level in g.cachegen_levels:
+        if fidelity.psnr((level,) * g.shards) >= target:
+            return level
+    return g.cachegen_levels[-1]
+
+
+@dataclass(frozen=True)
+class CodecRates:
+    """What the codecs do to real KV, measured on ``model``'s templates: each level's bytes over the
+    KV at 2 bytes a value (the lossless ``full`` level: over the KV in its own dtype, so it carries to
+    an fp16 model), decode seconds per such byte on this machine, and manifest bytes per shard."""
+
+    model: str
+    size_ratio: dict[str, float]
+    decode_s_per_byte: dict[str, float]
+    manifest_bytes_per_shard: float
+    lossless: str  # SAKURA's lossless level
+
+    @classmethod
+    def from_geometries(cls, geometries: Sequence[EditGeometry]) -> "CodecRates":
+        g0 = geometries[0]
+        raw = sum(sum(g.raw_bytes) for g in geometries)
+        size = {lv: sum(sum(g.sizes[lv]) for g in geometries) / raw for lv in g0.sizes}
+        size[g0.levels[-1]] /= g0.kv_itemsize / 2
+        decode = {lv: sum(sum(g.decode_s[lv]) for g in geometries) / raw for lv in g0.decode_s}
+        manifest = sum(g.manifest_bytes for g in geometries) / sum(g.shards for g in geometries)
+        return cls(g0.model, size, decode, manifest, g0.levels[-1])
+
+
+def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates, levels: Sequence[str],
+                      cachegen_levels: Sequence[str]) -> EditGeometry:
+    """One edit of ``spec`` on ``profile``: shards are the reference KV of each block (and each step
+    for a per-step architecture), consumed in the order the transformer runs them."""
+    f = edit_flops(spec.arch, reference=spec.reference, output=spec.output, steps=spec.steps)
+    per_step = 1 if f.kv_cached else spec.steps
+    n = f.blocks * per_step
+    sec = 1.0 / profile.flops_per_s
+    startup, gaps = _timeline(f, spec.steps, sec)
+    all_levels = [*levels, *cachegen_levels]
+    raw = f.kv_bytes_per_block
+    source = stock_source_bytes(spec.reference)
+    geometry = EditGeometry(
+        template=spec.source, model=spec.arch, steps=spec.steps, template_tokens=f.reference_tokens,
+        request_tokens=f.image_tokens + f.text_tokens, levels=list(levels), cachegen_levels=list(cachegen_levels),
+        sizes={lv: [round(raw * rates.size_ratio[lv])] * n for lv in all_levels},
+        decode_s={lv: [raw * rates.decode_s_per_byte[lv] * profile.cpu_factor] * n for lv in all_levels},
+        weights=[1.0] * n, startup_s=startup, gaps_s=gaps,
+        manifest_bytes=round(rates.manifest_bytes_per_shard * n), raw_bytes=[raw] * n, kv_itemsize=2,
+        kv_cached=f.kv_cached, text_encode_s=f.text_encode * sec, reference_encode_s=f.vae_encode_reference * sec,
+        reference_pass_s=sum(f.reference) * sec, shard_compute_s=[r * sec for r in f.reference] * per_step,
+        source_bytes=source, context_bytes=f.prompt_embed_bytes,
+        prepared_bytes=f.prompt_embed_bytes + f.reference_latent_bytes)
+    geometry.ondevice_s[1] = geometry.ondevice_compute_s("on-device")
+    geometry.replay_s[1] = geometry.compute_s
+    return geometry
+
+
+def _timeline(f: EditFlops, steps: int, sec: float) -> tuple[float, list[float]]:
+    """Compute before the first shard is needed, and after consuming each: a KV-cached model needs
+    block b's KV when block b first runs (step 0); a per-step model at every step."""
+    startup = (f.vae_encode_photo + f.outside_per_step) * sec
+    block = [c * sec for c in f.cached]
+    if f.kv_cached:
+        gaps = block[:-1] + [block[-1] + (steps - 1) * f.replay_step * sec + f.vae_decode * sec]
+        return startup, gaps
+    gaps = []
+    for _ in range(steps):
+        gaps += block[:-1] + [block[-1] + f.outside_per_step * sec]
+    gaps[-1] += (f.vae_decode - f.outside_per_step) * sec
+    return startup, gaps
+
+
+@lru_cache(maxsize=8)
+def stock_source_bytes(resolution: int) -> int:
+    """A stock template (a photograph at ``resolution``, JPEG quality 90, and a prompt) as downloaded."""
+    from sakura.evaluation.geometry import template_source_bytes
+    from sakura.platform.images import fit_image, load_image
+    from sakura.platform.models import Template
+
+    return template_source_bytes(Template(fit_image(load_image(STOCK_IMAGE), resolution), STOCK_PROMPT))

@@ -1,0 +1,82 @@
+"""The baselines and the shared starting point: cold and warm phones, the three on-device systems,
+CacheGen's own rule with its text fallback, and the regime map's crossovers."""
+
+from __future__ import annotations
+
+import pytest
+
+from sakura.evaluation.profiles import device_profile
+from sakura.evaluation.regime import crossovers, hopeless, link_rates, regime_curve
+from sakura.evaluation.simulator import EditSimulator
+from sakura.evaluation.workloads import WORKLOADS, CodecRates, analytic_geometry
+from sakura.platform.traces import BandwidthTrace
+
+LEVELS, CACHEGEN = ["compact", "medium", "full"], ["cachegen-low", "cachegen-coarse", "cachegen-fine"]
+
+
+@pytest.fixture(scope="module")
+def klein():
+    """klein 4B with a 1024x1024 reference on the flagship NPU; codec rates in round numbers."""
+    rates = CodecRates("test", {"compact": 1 / 7, "medium": 1 / 3.5, "full": 1.0, "cachegen-low": 1 / 5,
+                                "cachegen-coarse": 1 / 3.8, "cachegen-fine": 1 / 2.9},
+                       {lv: 4e-9 for lv in LEVELS + CACHEGEN}, 150.0, "full")
+    return analytic_geometry(WORKLOADS["klein-4b-ref1024"], device_profile("flagship-npu"), rates, LEVELS, CACHEGEN)
+
+
+def _sim(g, mbps: float, **kw) -> EditSimulator:
+    return EditSimulator(g, BandwidthTrace.constant(mbps), 0.0, rtt_s=0.055, **kw)
+
+
+def test_cold_phones_fetch_what_they_need_and_warm_ones_do_not(klein):
+    cold, warm = _sim(klein, 50.0), _sim(klein, 50.0, warm_template=True)
+    source = cold.fetched(0.0, klein.source_bytes)
+    assert source == pytest.approx(0.055 + klein.source_bytes * 8 / 50e6)
+    assert cold.run("on-device").latency_s == pytest.approx(source + klein.ondevice_compute_s("on-device"))
+    assert warm.run("on-device").latency_s == pytest.approx(klein.ondevice_compute_s("on-device"))
+    prepared = cold.fetched(0.0, klein.prepared_bytes)
+    assert cold.run("on-device-prepared").latency_s == pytest.approx(
+        prepared + klein.ondevice_compute_s("on-device-prepared"))
+    # SAKURA cold: the manifest, then the context objects, then the KV
+    assert cold.preamble_done() == pytest.approx(cold.fetched(cold.fetched(0.0, klein.manifest_bytes), klein.context_bytes))
+    assert warm.preamble_done() == 0.0
+    assert warm.run("sakura").latency_s < cold.run("sakura").latency_s
+
+
+def test_the_uncached_phone_pays_the_reference_pass_at_every_step(klein):
+    sim = _sim(klein, 50.0, warm_template=True)
+    times = {s: sim.run(s).latency_s for s in ("on-device", "on-device-uncached", "on-device-prepared")}
+    assert times["on-device-uncached"] - times["on-device"] == pytest.approx((klein.steps - 1) * klein.reference_pass_s)
+    assert times["on-device-prepared"] < times["on-device"] < times["on-device-uncached"]
+
+
+def test_cachegen_recomputes_every_chunk_on_a_hopeless_link_and_fetches_its_finest_on_a_fast_one(klein):
+    slow = _sim(klein, 0.5).run("cachegen")
+    assert all(s.recomputed and s.bytes == 0 for s in slow.shards)
+    preamble = _sim(klein, 0.5).preamble_done(klein.prepared_bytes)
+    # one reference pass computes every block's KV (a KV-cached model has one pass), then the edit
+    assert slow.latency_s == pytest.approx(preamble + sum(klein.shard_compute_s) + klein.compute_s)
+    fast = _sim(klein, 100_000.0).run("cachegen")
+    assert {s.level for s in fast.shards} == {"cachegen-fine"} and not any(s.recomputed for s in fast.shards)
+
+
+def test_cachegen_slo_moves_its_choice(klein):
+    """SLO / chunks is its per-chunk budget: a longer SLO buys finer levels on the same link."""
+    def levels(slo: float) -> set[str]:
+        return {s.level for s in _sim(klein, 400.0, cachegen_slo_s=slo).run("cachegen").shards}
+    assert levels(0.01) == {"full"}  # nothing fits: all recomputed (exact KV)
+    assert levels(1e4) == {"cachegen-fine"}
+
+
+def test_crossovers_interpolate_in_log_space():
+    assert crossovers([1.0, 100.0], [0.1, 10.0]) == pytest.approx([10.0])
+    assert crossovers([1.0, 10.0, 100.0], [2.0, None, 0.5]) == []
+    assert crossovers([1.0, 10.0, 100.0], [2.0, 0.5, 2.0]) == pytest.approx([10 ** 0.5, 10 ** 1.5])
+
+
+def test_the_regime_map_stops_where_sakura_is_hopeless_and_rises_with_the_rate(klein):
+    curve = regime_curve([klein], link_rates(points=9), rtt_s=0.055)
+    ratio = curve.ratios["ondevice_over_sakura"]
+    assert ratio[0] is None and hopeless(_sim(klein, curve.rates_mbps[0]))
+    known = [r for r in ratio if r is not None]
+    assert known == sorted(known) and known[-1] > 1.0  # at 2 Gbit/s SAKURA wins
+    assert len(curve.crossovers_mbps["ondevice_over_sakura"]) == 1
