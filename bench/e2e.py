@@ -191,7 +191,7 @@ def _print_table(name: str, report: dict) -> None:
                                           else f"{'-':>14s}" for s in systems))
         r = report["ratios"][family]
         print(f"{'':18s} " + "  ".join(f"{k.replace('_over_', '/')} {v:.2f}" for k, v in r.items()))
-    print("median/p90 seconds per edit (cold phone); '-': not simulated where SAKURA is hopeless")
+    print("median/p90 seconds per edit (cold phone); where hopeless_runs > 0, SAKURA's figures are lower bounds")
 
 
 if __name__ == "__main__":

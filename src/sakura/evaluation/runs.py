@@ -31,10 +31,11 @@ class Run:
 
 def simulate_runs(geometries: Sequence[EditGeometry], families: dict[str, list[BandwidthTrace]], *, starts: int,
                   rtt_s: float, warm_template: bool = False, floors: Sequence[str | None] | None = None,
-                  systems: Sequence[str] = SYSTEMS, skip_hopeless: bool = False) -> list[Run]:
+                  systems: Sequence[str] = SYSTEMS, skip_hopeless: bool = False,
+                  cachegen_slo_s: float | None = None) -> list[Run]:
     """``starts`` evenly spaced start times per trace; the geometries take turns. ``skip_hopeless``:
     SAKURA's systems are not simulated where :func:`~sakura.evaluation.regime.hopeless` (absent
-    from ``edits``)."""
+    from ``edits``; :func:`latencies` then counts their lower bound)."""
     from sakura.evaluation.regime import hopeless
 
     runs = []
@@ -45,7 +46,7 @@ def simulate_runs(geometries: Sequence[EditGeometry], families: dict[str, list[B
                 which = (t_index * starts + k) % len(geometries)
                 floor = floors[which] if floors else None
                 sim = EditSimulator(geometries[which], trace, start, rtt_s=rtt_s, warm_template=warm_template,
-                                    cachegen_floor=floor)
+                                    cachegen_floor=floor, cachegen_slo_s=cachegen_slo_s)
                 skip = skip_hopeless and hopeless(sim)
                 edits = {s: sim.run(s) for s in systems if not (skip and s.startswith("sakura"))}
                 runs.append(Run(family, trace, start, which, sim, edits, sim.bound()))
@@ -59,10 +60,12 @@ def groups(families: Sequence[str]) -> dict[str, list[str]]:
 
 
 def latencies(runs: Sequence[Run], members: Sequence[str], system: str) -> list[float]:
-    """Every simulated edit of ``system`` in ``members`` (edits not simulated are left out)."""
+    """Every edit of ``system`` in ``members``; a SAKURA edit not simulated (hopeless) counts as its
+    lower bound, so a median over such runs is a lower bound too."""
     if system == "bound":
         return [r.bound for r in runs if r.family in members]
-    return [r.edits[system].latency_s for r in runs if r.family in members and system in r.edits]
+    return [r.edits[system].latency_s if system in r.edits else r.bound
+            for r in runs if r.family in members and (system in r.edits or system.startswith("sakura"))]
 
 
 def stats(values: Sequence[float]) -> dict[str, float]:
@@ -91,8 +94,9 @@ def ratio_table(medians: dict[str, float]) -> dict[str, float]:
 def summarize(runs: Sequence[Run], systems: Sequence[str],
               psnr_of: Callable[[Run, SimEdit], float] | None = None) -> dict[str, dict]:
     """Per family and pooled group: ``families`` (``<system>.{median_s,p90_s[,psnr_db]}``, the bound
-    included; a system some runs did not simulate has none), ``ratios`` and ``hopeless_runs`` (how
-    many runs left SAKURA unsimulated, :func:`simulate_runs` ``skip_hopeless``)."""
+    included), ``ratios`` and ``hopeless_runs``: how many runs left SAKURA unsimulated
+    (:func:`simulate_runs` ``skip_hopeless``), counted at their lower bound, which makes SAKURA's
+    medians lower bounds and the ratios over SAKURA upper bounds where it is not 0."""
     out: dict[str, dict] = {"families": {}, "ratios": {}, "hopeless_runs": {}}
     for group, members in groups(list(dict.fromkeys(r.family for r in runs))).items():
         mine = [r for r in runs if r.family in members]
@@ -103,7 +107,8 @@ def summarize(runs: Sequence[Run], systems: Sequence[str],
                 continue
             table[system] = stats(values)
             if psnr_of is not None and system != "bound":
-                table[system]["psnr_db"] = float(np.mean([psnr_of(r, r.edits[system]) for r in mine]))
+                table[system]["psnr_db"] = float(np.mean([psnr_of(r, r.edits[system]) for r in mine
+                                                          if system in r.edits]))
         out["families"][group] = table
         medians = {s: v["median_s"] for s, v in table.items()}
         out["ratios"][group] = ratio_table(medians) if "sakura" in medians else {}
