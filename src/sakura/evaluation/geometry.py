@@ -38,7 +38,7 @@ class EditGeometry:
     weights: list[float]
     startup_s: float  # compute before shard 0 is needed
     gaps_s: list[float]  # compute after consuming shard i (the last: until the image is done)
-    ondevice_s: dict[int, float] = field(default_factory=dict)  # per token ratio
+    ondevice_s: dict[int, float] = field(default_factory=dict)  # per token ratio: the stock on-device edit
     replay_s: dict[int, float] = field(default_factory=dict)  # compute-only edit time per ratio
     manifest_bytes: int = 0
     raw_bytes: list[int] = field(default_factory=list)  # each shard's K + V at 2 bytes a value
@@ -162,20 +162,20 @@ def measure_geometry(
     replay = {r: _fastest(lambda: adapter.replay(tiled[r], manifest.prompt, request, schedule), repeats)
               for r in ratios}
     full = _fastest(lambda: adapter.full(template, request, schedule), repeats)
-    template_compute = max(0.0, full - replay[1])  # computing the template tokens at every step
+    template_compute = max(0.0, full - replay[1])  # what ``full`` spends on the template tokens
+    one_pass = template_compute if adapter.full_caches_template else template_compute / schedule.steps
     kv_cached = not adapter.step_dependent
-    passes = 1 if kv_cached else schedule.steps
+    passes = 1 if kv_cached else schedule.steps  # the stock pipeline's passes of the template tokens
     per_step = len(keys) if kv_cached else max(1, len(keys) // schedule.steps)
     geometry = EditGeometry(
         template=manifest.template_id, model=manifest.model.name, steps=schedule.steps,
         template_tokens=manifest.tokens.template, request_tokens=manifest.tokens.image + manifest.tokens.text,
         levels=levels, cachegen_levels=[c.name for c in CACHEGEN_LEVELS], sizes=sizes, decode_s=decode_s,
         weights=[s.weight for s in manifest.shards], startup_s=startup, gaps_s=gaps,
-        ondevice_s={r: replay[r] + r * template_compute for r in ratios}, replay_s=replay,
+        ondevice_s={r: replay[r] + r * passes * one_pass for r in ratios}, replay_s=replay,
         manifest_bytes=len(manifest.to_bytes()), raw_bytes=[2 * (exact[k].k.size + exact[k].v.size) for k in keys],
         kv_itemsize=exact[keys[0]].k.dtype.itemsize,
-        kv_cached=kv_cached, reference_pass_s=template_compute / passes,
-        shard_compute_s=[template_compute / passes / per_step] * len(keys),
+        kv_cached=kv_cached, reference_pass_s=one_pass, shard_compute_s=[one_pass / per_step] * len(keys),
         source_bytes=template_source_bytes(template), context_bytes=sum(c.length for c in manifest.context),
         prepared_bytes=sum(c.length for c in manifest.context) + template_source_bytes(template))
     return geometry, decoded

@@ -95,6 +95,9 @@ class ModelAdapter(abc.ABC):
     #: Whether replay can hand each shard's queries to an attention probe (our own processors can;
     #: a pipeline's own KV seam cannot).
     supports_probe: bool = True
+    #: True when :meth:`full` computes the template tokens once and reuses their KV (a KV-cached
+    #: pipeline), False when it computes them at every step.
+    full_caches_template: bool = False
 
     def __init__(self, model: torch.nn.Module, *, name: str, resolution: int) -> None:
         self.model = model.eval()

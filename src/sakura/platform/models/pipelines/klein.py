@@ -94,6 +94,7 @@ class KleinAdapter(ModelAdapter):
     family = "flux2-klein"
     step_dependent = False
     supports_probe = False
+    full_caches_template = True
     pipeline_class = "Flux2KleinKVPipeline"
 
     def __init__(self, *, transformer: Any, vae: Any, scheduler: Any, name: str, resolution: int,
