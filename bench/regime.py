@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--points", type=int, default=25, help="link rates on the map, 0.5 Mbit/s to 2 Gbit/s")
     p.add_argument("--starts", type=int, default=3, help="start times per trace for the family medians")
     p.add_argument("--repeats", type=int, default=3, help="timed repetitions per compute measurement")
+    p.add_argument("--update", action="store_true", help="keep the other maps of an existing --json file")
     args = p.parse_args(argv)
     started = time.time()
     rtt = (args.rtt_ms + args.server_ms) / 1000
@@ -61,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     out: dict = {"setup": {"rtt_ms": args.rtt_ms, "server_ms": args.server_ms, "starts_per_trace": args.starts,
                            "give_up": GIVE_UP, "paper": PAPER, "family_mean_mbps": family_rate},
                  "codec_rates": asdict(rates), "maps": {}}
+    if args.update and args.json and args.json.exists():
+        out["maps"] = json.loads(args.json.read_text())["maps"]
     floor = max(set(reference.floors), key=reference.floors.count)
     for name in args.workload or DEFAULT_WORKLOADS:
         spec = workload_spec(name)
