@@ -17,7 +17,8 @@ from sakura.platform.manifest import Manifest
 
 #: (level being fetched, bytes received, their measured rate in bytes/s) -> a smaller level, or None.
 AbandonCheck = Callable[[str, int, float], "str | None"]
-#: How often a download in flight is re-judged, and how long its rate is watched first.
+#: How often a download in flight is re-judged, and how long its rate is watched first (estimates;
+#: the simulator uses these same constants).
 ABANDON_CHECK_S = 0.02
 ABANDON_MIN_S = 0.05
 

@@ -41,6 +41,9 @@ _POLL_S = 0.05
 _JOIN_S = 0.2
 
 
+#: Shard requests out at once (an estimate: enough to keep a 5G link busy across a round trip).
+MAX_IN_FLIGHT = 4
+
 class Device:
     """Hook for the compute stage's speed (see :class:`~sakura.edge_client.emulation.SlowDevice`)."""
 
@@ -62,7 +65,7 @@ class EditPipeline:
         cancel: threading.Event | None = None,
         device: Device | None = None,
         max_ahead: int = 2,
-        max_in_flight: int = 4,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         self.manifest, self.fetcher, self.policy, self.limits = manifest, fetcher, policy, limits
         self.estimator, self.compute_model, self.clock = estimator, compute_model, clock

@@ -31,13 +31,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sakura.edge_client import BandwidthEstimator, FixedPolicy, LevelPolicy, OraclePolicy, PlanContext, RobustMPCPolicy, ShardOption
+from sakura.edge_client.fetcher import ABANDON_CHECK_S, ABANDON_MIN_S
+from sakura.edge_client.pipeline import MAX_IN_FLIGHT
 from sakura.edge_client.planning import level_utility, normalised_weights
 from sakura.evaluation.cachegen import select_config
 from sakura.evaluation.geometry import EditGeometry
 from sakura.platform.traces import BandwidthTrace
 
-ABANDON_CHECK_S, ABANDON_MIN_S = 0.02, 0.05
-MAX_IN_FLIGHT = 4  # as the live pipeline
 ONDEVICE_SYSTEMS = ("on-device", "on-device-uncached", "on-device-prepared")
 SYSTEMS = ("sakura", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen", "cachegen-matched",
            *ONDEVICE_SYSTEMS, "oracle")
