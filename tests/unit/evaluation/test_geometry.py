@@ -14,7 +14,10 @@ def test_geometry_matches_the_manifest_and_is_plausible(measured):
         assert g.sizes[level.name] == [s.levels[level.name].length for s in case.manifest.shards]
     assert sum(g.sizes["compact"]) < sum(g.sizes["medium"]) < sum(g.sizes["full"])
     assert set(g.cachegen_levels) <= set(g.sizes) and all(d > 0 for d in g.decode_s["full"])
-    assert g.compute_s > 0 and g.ondevice_s[1] > g.replay_s[1]
+    # full - replay is the template's cost: milliseconds for this model, so two noisy timings on a
+    # shared machine can tie; the on-device edit never costs less than the replay.
+    assert g.compute_s > 0 and g.ondevice_s[1] >= g.replay_s[1] and g.reference_pass_s >= 0
+    assert g.ondevice_compute_s("on-device-uncached") >= g.ondevice_compute_s("on-device")
     assert [g.ondevice_s[r] for r in TOKEN_RATIOS] == sorted(g.ondevice_s[r] for r in TOKEN_RATIOS)
 
 
