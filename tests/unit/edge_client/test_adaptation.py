@@ -15,8 +15,8 @@ from sakura.platform.models import ModelAdapter
 from sakura.platform.traces import load_trace
 
 REPO = Path(__file__).resolve().parents[3]
-#: ../shared/traces beside the checkout, else a copy shipped in examples/traces/ (the repository
-#: ships none yet: its norway_tram_21 never exceeds 1.5 Mbit/s, too slow for full shards at all).
+#: ../shared/traces beside the checkout, else the copy shipped in examples/traces/ (attributed in
+#: its README), so a fresh clone runs these tests too.
 TRACE_COPIES = (REPO.parent / "shared" / "traces" / "lumos-4g" / "4g_trace_driving_50174_dr",
                 REPO / "examples" / "traces" / "4g_trace_driving_50174_dr")
 TRACE = next((path for path in TRACE_COPIES if path.exists()), TRACE_COPIES[0])
