@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sakura.platform.codec import max_payload_bytes
 from sakura.platform.context import max_encoded_bytes
 from sakura.platform.kv import KVGeometry
-from sakura.platform.manifest import Manifest, ManifestError
+from sakura.platform.manifest import ContextEntry, Manifest, ManifestError
 from sakura.platform.models import ModelAdapter
 
 
@@ -67,19 +67,20 @@ def accept_manifest(manifest: Manifest, adapter: ModelAdapter, *, max_steps: int
             if location.length > limit:
                 raise ManifestError(f"{where}: shard {shard.index} at {level!r} claims {location.length} bytes; "
                                     f"no valid payload of shape {geometry.shape} exceeds {limit}")
-    _check_context(manifest, adapter.context_limits(), where)
+    _check_objects(manifest.context, adapter.context_limits(), f"{where}: context object")
+    _check_objects(manifest.source, adapter.source_limits(), f"{where}: source object")
     return ShardLimits(geometry, limit)
 
 
-def _check_context(manifest: Manifest, limits: dict[str, tuple[int, ...]], where: str) -> None:
-    """Context objects the model takes, no larger than it takes them, each length bounded."""
-    for entry in manifest.context:
+def _check_objects(entries: list[ContextEntry], limits: dict[str, tuple[int, ...]], what: str) -> None:
+    """Context or source objects the model takes, no larger than it takes them, each length bounded."""
+    for entry in entries:
         largest = limits.get(entry.name)
         if largest is None:
-            raise ManifestError(f"{where}: context object {entry.name!r} is not one the model takes ({sorted(limits)})")
+            raise ManifestError(f"{what} {entry.name!r} is not one the model takes ({sorted(limits)})")
         if len(entry.shape) != len(largest) or any(n > m for n, m in zip(entry.shape, largest)):
-            raise ManifestError(f"{where}: context object {entry.name!r} has shape {tuple(entry.shape)}; "
+            raise ManifestError(f"{what} {entry.name!r} has shape {tuple(entry.shape)}; "
                                 f"the model takes at most {largest}")
         if entry.length > max_encoded_bytes(tuple(entry.shape), entry.dtype):
-            raise ManifestError(f"{where}: context object {entry.name!r} claims {entry.length} bytes, more than "
+            raise ManifestError(f"{what} {entry.name!r} claims {entry.length} bytes, more than "
                                 f"any encoding of {tuple(entry.shape)} {entry.dtype}")

@@ -48,8 +48,9 @@ class BuildSettings:
         return dict(self.tiers).get(level, self.store)
 
     def hash_material(self) -> dict:
+        # format 2: versions ship source objects, so a rebuild of a format-1 version publishes anew
         return {"levels": [lv.model_dump(mode="json") for lv in self.levels], "steps": self.steps,
-                "strength": self.strength, "calibration": self.calibration, "format": 1}
+                "strength": self.strength, "calibration": self.calibration, "format": 2}
 
 
 @dataclass
@@ -95,7 +96,8 @@ class TemplateBuilder:
         return self._stores[uri]
 
     def _write_context(self, template_id: str, version: int, name: str, array) -> ContextEntry:
-        """A context object (e.g. the prompt's embeddings), next to the version's other files."""
+        """A context or source object (prompt embeddings, reference latents), next to the
+        version's other files; both kinds share one name space (the manifest checks it)."""
         data, shape, dtype = encode_context(array)
         key = layout.context_key(template_id, version, name)
         write_once(self._store(self.settings.store), key, data)
@@ -129,6 +131,8 @@ class TemplateBuilder:
         write_once(self._store(s.store), importance_key, scores.to_bytes())
         context = [self._write_context(entry.id, job.version, name, array)
                    for name, array in sorted(adapter.template_context(template).items())]
+        source = [self._write_context(entry.id, job.version, name, array)
+                  for name, array in sorted(adapter.template_source(template).items())]
         info = adapter.info()
         weights = {key: float(scores[key].sum(axis=1).mean()) for key in keys}
         manifest = Manifest(
@@ -144,6 +148,7 @@ class TemplateBuilder:
                                levels={lv.name: locations[lv.name][i] for lv in s.levels})
                     for i, key in enumerate(keys)],
             context=context,
+            source=source,
         )
         return BuildOutcome(entry.id, job.version, manifest, time.perf_counter() - start,
                             {lv.name: lv.bytes for lv in levels})

@@ -8,6 +8,7 @@ VERSIONS = CATALOGUE + "/{template_id}/versions"
 MANIFEST = VERSIONS + "/{version}/manifest"
 SHARD = VERSIONS + "/{version}/shards/{shard}/{level}"
 CONTEXT = VERSIONS + "/{version}/context/{name}"
+SOURCE = VERSIONS + "/{version}/source/{name}"
 ALIAS = CATALOGUE + "/{template_id}/aliases/{alias}"
 
 
@@ -21,3 +22,7 @@ def shard_path(template_id: str, version: int, shard: int, level: str) -> str:
 
 def context_path(template_id: str, version: int, name: str) -> str:
     return CONTEXT.format(template_id=template_id, version=version, name=name)
+
+
+def source_path(template_id: str, version: int, name: str) -> str:
+    return SOURCE.format(template_id=template_id, version=version, name=name)

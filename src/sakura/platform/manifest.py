@@ -121,6 +121,9 @@ class Manifest(_Strict):
     levels: list[LevelEntry] = Field(min_length=1, max_length=MAX_LEVELS)  # smallest first
     shards: list[ShardEntry] = Field(min_length=1, max_length=MAX_SHARDS)  # in the order the model consumes them
     context: list[ContextEntry] = Field(default_factory=list, max_length=MAX_LEVELS)
+    #: What the phone needs to compute the template KV itself (``ModelAdapter.template_source``),
+    #: stored and served like context objects; names are unique across both lists.
+    source: list[ContextEntry] = Field(default_factory=list, max_length=MAX_LEVELS)
 
     def level(self, name: str) -> LevelEntry:
         for level in self.levels:
@@ -129,10 +132,16 @@ class Manifest(_Strict):
         raise ManifestError(f"{self.template_id} v{self.version} has no level {name!r}")
 
     def context_object(self, name: str) -> ContextEntry:
-        for entry in self.context:
+        return self._named(self.context, name, "context object")
+
+    def source_object(self, name: str) -> ContextEntry:
+        return self._named(self.source, name, "source object")
+
+    def _named(self, entries: list[ContextEntry], name: str, what: str) -> ContextEntry:
+        for entry in entries:
             if entry.name == name:
                 return entry
-        raise ManifestError(f"{self.template_id} v{self.version} has no context object {name!r}")
+        raise ManifestError(f"{self.template_id} v{self.version} has no {what} {name!r}")
 
     def shard(self, index: int) -> ShardEntry:
         if not 0 <= index < len(self.shards):
@@ -160,8 +169,9 @@ class Manifest(_Strict):
             err = exc.errors()[0]
             raise ManifestError(f"invalid manifest: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
         names = [level.name for level in manifest.levels]
-        if len(set(names)) != len(names) or len({c.name for c in manifest.context}) != len(manifest.context):
-            raise ManifestError("invalid manifest: a level or context object is listed twice")
+        objects = [entry.name for entry in [*manifest.context, *manifest.source]]
+        if len(set(names)) != len(names) or len(set(objects)) != len(objects):
+            raise ManifestError("invalid manifest: a level, context or source object is listed twice")
         if any(set(s.levels) != set(names) for s in manifest.shards):
             raise ManifestError("invalid manifest: a shard lacks a level")
         if [s.index for s in manifest.shards] != list(range(len(manifest.shards))):

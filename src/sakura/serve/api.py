@@ -102,15 +102,23 @@ def create_api(config: ServeConfig) -> FastAPI:
         return await _object(request, reader, manifest, reader.locate(manifest, index, level), f"#{index} {level}",
                              is_alias, config)
 
-    @api.get(http_api.CONTEXT)
-    async def context(template_id: str, version: str, name: str, request: Request) -> Response:
+    async def named_object(kind: str, template_id: str, version: str, name: str, request: Request) -> Response:
+        """A context or source object the version's manifest lists under ``kind``."""
         require_reader_auth(request)
         number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
         manifest = await run_in_threadpool(reader.manifest, template_id, number)
-        if name not in {c.name for c in manifest.context}:
-            raise ApiError(404, "unknown_context", f"{template_id} v{number} has no context object {name[:64]!r}")
-        return await _object(request, reader, manifest, reader.locate_context(manifest, name), f"context {name}",
-                             is_alias, config)
+        entry = next((e for e in getattr(manifest, kind) if e.name == name), None)
+        if entry is None:
+            raise ApiError(404, f"unknown_{kind}", f"{template_id} v{number} has no {kind} object {name[:64]!r}")
+        return await _object(request, reader, manifest, reader.locate_object(entry), f"{kind} {name}", is_alias, config)
+
+    @api.get(http_api.CONTEXT)
+    async def context(template_id: str, version: str, name: str, request: Request) -> Response:
+        return await named_object("context", template_id, version, name, request)
+
+    @api.get(http_api.SOURCE)
+    async def source(template_id: str, version: str, name: str, request: Request) -> Response:
+        return await named_object("source", template_id, version, name, request)
 
     @api.put(http_api.ALIAS)
     async def put_alias(template_id: str, alias: str, request: Request) -> JSONResponse:
@@ -124,7 +132,7 @@ def create_api(config: ServeConfig) -> FastAPI:
 
 async def _object(request: Request, reader: ShardReader, manifest, ref: ShardRef, what: str, is_alias: bool,
                   config: ServeConfig) -> Response:
-    """Immutable bytes (a shard's payload or a context object): ETag, 304, redirect mode, Range."""
+    """Immutable bytes (a shard's payload, a context or source object): ETag, 304, redirect mode, Range."""
     etag = f'"{ref.location.sha256}"'
     headers = {"ETag": etag, "Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "Accept-Ranges": "bytes",
                "X-Sakura-Version": str(manifest.version)}

@@ -23,7 +23,7 @@ from sakura.platform import layout
 from sakura.platform.ids import validate_template_id
 from sakura.platform.levelfile import ShardIntegrityError, verify_payload
 from sakura.platform.library import AliasUnreadable, LibraryError, TemplateLibrary, VersionRetired
-from sakura.platform.manifest import Manifest, ShardLocation
+from sakura.platform.manifest import ContextEntry, Manifest, ShardLocation
 from sakura.platform.store import NotFound, ObjectStore, RetryingStore, StoreError, TransientStoreError, open_store
 from sakura.serve import errors
 from sakura.serve.caches import DiskLRU, MemoryLRU
@@ -155,9 +155,8 @@ class ShardReader:
         level_entry = manifest.level(level)
         return ShardRef(self._store(level_entry.store or self.config.store), level_entry.key, entry.levels[level])
 
-    def locate_context(self, manifest: Manifest, name: str) -> ShardRef:
-        """A context object: a whole object in the library's own root."""
-        entry = manifest.context_object(name)
+    def locate_object(self, entry: ContextEntry) -> ShardRef:
+        """A context or source object: a whole object in the library's own root."""
         whole = ShardLocation(row_group=0, row_group_offset=0, row_group_length=entry.length, offset=0,
                               length=entry.length, sha256=entry.sha256)
         return ShardRef(self.library.store, entry.key, whole)
@@ -166,7 +165,7 @@ class ShardReader:
         return self.read(manifest, self.locate(manifest, index, level), f"#{index} {level}")
 
     def context(self, manifest: Manifest, name: str) -> Shard:
-        return self.read(manifest, self.locate_context(manifest, name), f"context {name}")
+        return self.read(manifest, self.locate_object(manifest.context_object(name)), f"context {name}")
 
     def read(self, manifest: Manifest, ref: ShardRef, what: str) -> Shard:
         """A shard's or context object's bytes: memory, disk, then one ranged read of the store,

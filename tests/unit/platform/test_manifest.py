@@ -62,3 +62,35 @@ def test_deeply_nested_json_is_a_manifest_error():
 
 def test_the_genuine_manifest_round_trips(genuine):
     assert json.loads(Manifest.from_bytes(json.dumps(genuine).encode()).to_bytes()) == genuine
+
+
+@pytest.fixture(scope="module")
+def with_source(tmp_path_factory) -> dict:
+    """A reference-model manifest: it lists the source the phone computes template KV from."""
+    library = make_library(f"file://{tmp_path_factory.mktemp('ref')}", ["skimage:brick"], model="reference")
+    return json.loads(library.manifest("tpl", 1).to_bytes())
+
+
+def test_source_objects_are_listed_and_looked_up_like_context_objects(with_source, genuine):
+    manifest = Manifest.from_bytes(json.dumps(with_source).encode())
+    assert [entry.name for entry in manifest.source] == ["template_cells"] and manifest.context == []
+    assert manifest.source_object("template_cells").shape == (256, 12)
+    with pytest.raises(ManifestError, match="no source object"):
+        manifest.source_object("prompt_embeds")
+    assert json.loads(manifest.to_bytes()) == with_source
+    assert genuine["source"] == []  # families that cannot compute template KV ship none
+    older = {k: v for k, v in with_source.items() if k != "source"}  # written before source existed
+    assert Manifest.from_bytes(json.dumps(older).encode()).source == []
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d.update(source=d["source"] * 2),
+    lambda d: d.update(context=d["source"]),
+    lambda d: d["source"][0].update(name="../cells"),
+    lambda d: d["source"][0].update(shape=[1] * 5),
+    lambda d: d["source"][0].update(dtype="int8"),
+    lambda d: d["source"][0].update(length=0),
+], ids=["listed-twice", "also-a-context-object", "traversal", "five-dims", "dtype", "empty"])
+def test_malformed_source_entries_are_refused(with_source, change):
+    with pytest.raises(ManifestError):
+        Manifest.from_bytes(_with(with_source, change))

@@ -1,5 +1,6 @@
-"""Context objects (e.g. prompt embeddings) are served like shard payloads: immutable, checked
-against the manifest's sha256, with ETags and Ranges; unknown names are 404."""
+"""Context objects (e.g. prompt embeddings) and source objects (what a phone computes template
+KV from) are served like shard payloads: immutable, checked against the manifest's sha256, with
+ETags, Ranges and redirects; unknown names are 404."""
 
 from __future__ import annotations
 
@@ -17,18 +18,24 @@ from sakura.serve.api import create_api
 from sakura.serve.config import ServeConfig
 
 EMBEDS = np.arange(32 * 6, dtype=np.float32).reshape(32, 6) / 7.0
+LATENTS = np.arange(16 * 4, dtype=np.float32).reshape(16, 4) / 3.0
+
+
+def _entry(library_dir, name: str, array: np.ndarray) -> dict:
+    data, shape, dtype = encode_context(array)
+    key = layout.context_key("tpl", 2, name)
+    (library_dir / key).write_bytes(data)
+    return {"name": name, "key": key, "shape": list(shape), "dtype": dtype, "length": len(data),
+            "sha256": hashlib.sha256(data).hexdigest()}
 
 
 @pytest.fixture
 def library(library_dir):
-    """Version 2 of ``tpl`` rewritten to ship a context object (as a pipeline build would)."""
-    data, shape, dtype = encode_context(EMBEDS)
-    key = layout.context_key("tpl", 2, "prompt_embeds")
-    (library_dir / key).write_bytes(data)
+    """Version 2 of ``tpl`` rewritten to ship a context and a source object (as a pipeline build would)."""
     manifest_file = library_dir / layout.manifest_key("tpl", 2)
     doc = json.loads(manifest_file.read_bytes())
-    doc["context"] = [{"name": "prompt_embeds", "key": key, "shape": list(shape), "dtype": dtype, "length": len(data),
-                       "sha256": hashlib.sha256(data).hexdigest()}]
+    doc["context"] = [_entry(library_dir, "prompt_embeds", EMBEDS)]
+    doc["source"] = [_entry(library_dir, "reference_latents", LATENTS)]
     manifest_file.write_bytes(Manifest.model_validate(doc).to_bytes())
     return library_dir
 
@@ -51,4 +58,39 @@ def test_altered_context_bytes_are_never_served(library):
     (library / key).write_bytes(b"\0" + (library / key).read_bytes()[1:])
     client = TestClient(create_api(ServeConfig(store=f"file://{library}")))
     r = client.get(http_api.context_path("tpl", 2, "prompt_embeds"))
+    assert r.status_code == 502 and r.json()["code"] == "shard_corrupt"
+
+
+def test_a_source_object_is_served_like_a_context_object_and_the_kinds_never_mix(library):
+    client = TestClient(create_api(ServeConfig(store=f"file://{library}", alias_ttl_s=0)))
+    entry = client.get(http_api.manifest_path("tpl", 2)).json()["source"][0]
+    r = client.get(http_api.source_path("tpl", 2, "reference_latents"))
+    assert r.status_code == 200 and r.headers["etag"] == f'"{entry["sha256"]}"' and "immutable" in r.headers["cache-control"]
+    np.testing.assert_array_equal(decode_context(r.content, tuple(entry["shape"]), entry["dtype"]), LATENTS)
+    ranged = client.get(http_api.source_path("tpl", 2, "reference_latents"), headers={"Range": "bytes=2-5"})
+    assert ranged.status_code == 206 and ranged.content == r.content[2:6]
+    assert client.get(http_api.source_path("tpl", "latest", "reference_latents")).headers["cache-control"] == "no-cache"
+    assert client.get(http_api.source_path("tpl", 2, "reference_latents"),
+                      headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+    for path, code in [(http_api.source_path("tpl", 2, "prompt_embeds"), "unknown_source"),
+                       (http_api.context_path("tpl", 2, "reference_latents"), "unknown_context"),
+                       (http_api.source_path("tpl", 2, "nothing"), "unknown_source")]:
+        missing = client.get(path)
+        assert missing.status_code == 404 and missing.json()["code"] == code, path
+    assert client.get(http_api.source_path("tpl", 1, "reference_latents")).status_code == 404
+
+
+def test_redirect_mode_sends_a_source_request_to_the_object_with_its_range(library):
+    client = TestClient(create_api(ServeConfig(store=f"file://{library}", mode="redirect", cdn_base_url="https://cdn.test/")))
+    entry = client.get(http_api.manifest_path("tpl", 2)).json()["source"][0]
+    r = client.get(http_api.source_path("tpl", 2, "reference_latents"), follow_redirects=False)
+    assert r.status_code == 307 and r.headers["location"] == f"https://cdn.test/{entry['key']}"
+    assert r.headers["x-sakura-range"] == f"bytes=0-{entry['length'] - 1}"
+
+
+def test_altered_source_bytes_are_never_served(library):
+    key = layout.context_key("tpl", 2, "reference_latents")
+    (library / key).write_bytes(b"\0" + (library / key).read_bytes()[1:])
+    client = TestClient(create_api(ServeConfig(store=f"file://{library}")))
+    r = client.get(http_api.source_path("tpl", 2, "reference_latents"))
     assert r.status_code == 502 and r.json()["code"] == "shard_corrupt"

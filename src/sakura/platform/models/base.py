@@ -6,13 +6,13 @@ import abc
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
 
 from sakura.platform.errors import ImageError, ModelError
-from sakura.platform.kv import KVGeometry, KVSource, ShardKey, TemplateKV
+from sakura.platform.kv import KVGeometry, KVPair, KVSource, ShardKey, TemplateKV
 from sakura.platform.models._attention import AttentionProbe
 
 
@@ -98,6 +98,9 @@ class ModelAdapter(abc.ABC):
     #: True when :meth:`full` computes the template tokens once and reuses their KV (a KV-cached
     #: pipeline), False when it computes them at every step.
     full_caches_template: bool = False
+    #: True when the phone can compute the template KV itself (:meth:`iter_template_kv`) from the
+    #: template's source objects: the template tokens' KV depends on nothing but the template.
+    computes_template: bool = False
 
     def __init__(self, model: torch.nn.Module, *, name: str, resolution: int) -> None:
         self.model = model.eval()
@@ -151,6 +154,26 @@ class ModelAdapter(abc.ABC):
         a server's manifest against)."""
         return {}
 
+    def template_source(self, template: Template) -> dict[str, np.ndarray]:
+        """What the phone needs to compute the template KV itself (reference latents or pixels),
+        computed once in the cloud. Prompt embeddings are context objects, not repeated here.
+        Empty for families that cannot compute template KV on the phone."""
+        return {}
+
+    def source_limits(self) -> dict[str, tuple[int, ...]]:
+        """The source objects :meth:`iter_template_kv` takes and the largest shape of each (what a
+        client checks a server's manifest against)."""
+        return {}
+
+    def iter_template_kv(
+        self, source: Mapping[str, np.ndarray], *, context: Mapping[str, np.ndarray], task: str, schedule: Schedule
+    ) -> Iterator[tuple[ShardKey, KVPair]]:
+        """The template KV computed here from :meth:`template_source`'s objects, block by block,
+        bottom-up, in ``kv_geometry(schedule.steps).keys`` order: the caller may stop after any
+        block (closing the generator stops the work). Bit-identical to what :meth:`capture`
+        records for the template on the same machine."""
+        raise ModelError(f"{self.name}: the {self.family or 'this'} family cannot compute template KV on the device")
+
     # -- shared ---------------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
@@ -199,6 +222,19 @@ def model_fingerprint(model: torch.nn.Module, extra: dict[str, Any]) -> str:
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
         h.update(t.flatten().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
+
+
+def source_array(source: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
+    """Source object ``name`` checked to be exactly ``shape`` and ``dtype`` and finite: the bytes
+    passed a sha256 check, but only the model may say what shape it computes from."""
+    if name not in source:
+        raise ModelError(f"template source lacks {name!r} (has {sorted(source)})")
+    array = np.asarray(source[name])
+    if array.shape != shape or array.dtype != np.dtype(dtype):
+        raise ModelError(f"template source {name!r} is {array.dtype} {array.shape}; the model takes {dtype} {shape}")
+    if not np.isfinite(array).all():
+        raise ModelError(f"template source {name!r} has non-finite values")
+    return array
 
 
 def to_unit_image(image: np.ndarray) -> np.ndarray:

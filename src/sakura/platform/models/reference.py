@@ -8,25 +8,30 @@ processors, because its attention is ours to begin with.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
 
 from sakura.platform.errors import ModelError, UnknownModel
+from sakura.platform.kv import KVPair, ShardKey
+from sakura.platform.models._attention import _to_numpy
 from sakura.platform.models._pixels import PixelCodec
-from sakura.platform.models.base import EditRequest, ModelInfo, Template, to_unit_image
+from sakura.platform.models.base import EditRequest, ModelInfo, Schedule, Template, source_array, to_unit_image
 from sakura.platform.models.denoising import DenoisingAdapter
 from sakura.platform.models.reference_dit import ReferenceEditDiT
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 #: Task index per template task; ``custom`` templates get their own (untrained) embedding.
 TASK_INDEX = {"style_transfer": 0, "try_on": 1, "face_swap": 2, "custom": 3}
+#: The source object: the template image's pixel cells, (tokens, 3 * patch**2) float32.
+TEMPLATE_CELLS = "template_cells"
 
 
 class ReferenceAdapter(DenoisingAdapter):
     family = "reference"
     step_dependent = False
+    computes_template = True
 
     def __init__(self, model: ReferenceEditDiT, *, name: str = "reference") -> None:
         cfg = model.config
@@ -47,9 +52,42 @@ class ReferenceAdapter(DenoisingAdapter):
         return cells.reshape(1, -1, cells.shape[-1])
 
     def _template_input(self, template: Template) -> tuple[torch.Tensor, torch.Tensor]:
-        if template.task not in TASK_INDEX:
-            raise ModelError(f"the reference model knows tasks {sorted(TASK_INDEX)}, not {template.task!r}")
-        return self._image_latent(template.image, template=True), torch.tensor([TASK_INDEX[template.task]])
+        return self._image_latent(template.image, template=True), self._task(template.task)
+
+    @staticmethod
+    def _task(task: str) -> torch.Tensor:
+        if task not in TASK_INDEX:
+            raise ModelError(f"the reference model knows tasks {sorted(TASK_INDEX)}, not {task!r}")
+        return torch.tensor([TASK_INDEX[task]])
+
+    # -- computing template KV on the phone ------------------------------------------------
+    def template_source(self, template: Template) -> dict[str, np.ndarray]:
+        """The template image's cells: the phone embeds them itself (the task comes from the manifest)."""
+        return {TEMPLATE_CELLS: self._template_input(template)[0][0].numpy().astype(np.float32)}
+
+    def source_limits(self) -> dict[str, tuple[int, ...]]:
+        return {TEMPLATE_CELLS: (self.codec.grid**2, self.codec.channels)}
+
+    def iter_template_kv(
+        self, source: Mapping[str, np.ndarray], *, context: Mapping[str, np.ndarray], task: str, schedule: Schedule
+    ) -> Iterator[tuple[ShardKey, KVPair]]:
+        """One shard per block, bottom-up, from a template-only pass (template tokens attend only
+        to themselves in :meth:`capture` too, so the bits are the same)."""
+        cells = source_array(source, TEMPLATE_CELLS, self.source_limits()[TEMPLATE_CELLS])
+        task_index = self._task(task)
+        keys = self.kv_geometry(schedule.steps).keys
+        return self._template_kv(torch.from_numpy(cells.copy())[None], task_index, keys)
+
+    def _template_kv(self, cells: torch.Tensor, task: torch.Tensor,
+                     keys: tuple[ShardKey, ...]) -> Iterator[tuple[ShardKey, KVPair]]:
+        blocks = self.model.template_blocks(cells, task)
+        try:
+            for key in keys:
+                with torch.inference_mode():  # only while a block runs: never across a yield
+                    k, v = next(blocks)
+                yield key, KVPair(k=_to_numpy(k[0]), v=_to_numpy(v[0]))
+        finally:
+            blocks.close()
 
     def _template_token_count(self, template_input: Any) -> int:
         return int(template_input[0].shape[1])

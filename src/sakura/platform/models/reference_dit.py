@@ -13,6 +13,8 @@ Built from diffusers blocks: ``Timesteps``/``TimestepEmbedding``, ``FluxPosEmbed
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import torch
 from diffusers.configuration_utils import ConfigMixin, register_to_config
 from diffusers.models.attention import FeedForward
@@ -43,10 +45,21 @@ class ReferenceBlock(nn.Module):
         self, segments: list[torch.Tensor], embs: list[torch.Tensor], rope: Rope, state: RunState | None
     ) -> list[torch.Tensor]:
         """``segments`` is ``[request]`` or ``[request, template]``; each has its own modulation."""
-        mods = [self.modulation(nn.functional.silu(e)).unsqueeze(1).chunk(6, dim=-1) for e in embs]
-        qkvs = [self._qkv(self.norm1(h) * (1 + m[1]) + m[0], rope) for h, m in zip(segments, mods)]
+        mods, qkvs = self.project(segments, embs, rope)
         q, k, v = (torch.cat([t[i] for t in qkvs], dim=2) for i in range(3))
         out = template_attention(q, k, v, tpl_start=segments[0].shape[1], layer=self.layer, state=state)
+        return self.finish(segments, mods, out)
+
+    def project(self, segments: list[torch.Tensor], embs: list[torch.Tensor], rope: Rope) -> tuple[list, list]:
+        """The first half of the block: each segment's modulation and its (q, k, v), which hold
+        the block's K/V (the template-only pass stops here after its last block)."""
+        mods = [self.modulation(nn.functional.silu(e)).unsqueeze(1).chunk(6, dim=-1) for e in embs]
+        qkvs = [self._qkv(self.norm1(h) * (1 + m[1]) + m[0], rope) for h, m in zip(segments, mods)]
+        return mods, qkvs
+
+    def finish(self, segments: list[torch.Tensor], mods: list, out: torch.Tensor) -> list[torch.Tensor]:
+        """The second half: the attention output ``out`` (batch, heads, tokens, head_dim), over
+        the segments in order, through the projection and the feed-forward."""
         out = out.transpose(1, 2).flatten(2)
         results, start = [], 0
         for h, m in zip(segments, mods):
@@ -120,14 +133,32 @@ class ReferenceEditDiT(ModelMixin, ConfigMixin):
         segments, embs = [h], [emb]
         if template is not None:
             assert task is not None
-            tpl_emb = self._time(torch.zeros_like(t)) + self.task_embed(task)
-            segments.append(self.template_embed(template) + self.task_embed(task).unsqueeze(1))
+            tpl, tpl_emb = self._embed_template(template, task)
+            segments.append(tpl)
             embs.append(tpl_emb)
         rope = self._rope(h.device)  # one grid: template tokens sit at their request twins' positions
         for block in self.blocks:
             segments = block(segments, embs, rope, state)
         shift, scale = self.out_modulation(nn.functional.silu(emb)).unsqueeze(1).chunk(2, dim=-1)
         return self.proj_out(self.norm_out(segments[0]) * (1 + scale) + shift)
+
+    def template_blocks(self, template: torch.Tensor, task: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The template tokens alone through the blocks, bottom-up: yields each block's template
+        (K, V), (batch, heads, tokens, head_dim), as the blocks of :meth:`forward` compute them
+        (template tokens attend only to themselves there, so nothing else is needed). A block's
+        second half runs only when the next block's K/V is asked for."""
+        h, emb = self._embed_template(template, task)
+        rope = self._rope(h.device)
+        for block in self.blocks:
+            mods, [(q, k, v)] = block.project([h], [emb], rope)
+            yield k, v
+            [h] = block.finish([h], mods, template_attention(q, k, v, tpl_start=0, layer=block.layer, state=None))
+
+    def _embed_template(self, template: torch.Tensor, task: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Template tokens and their modulation embedding: t = 0 plus the task's embedding."""
+        task_emb = self.task_embed(task)
+        tokens = self.template_embed(template) + task_emb.unsqueeze(1)
+        return tokens, self._time(torch.zeros(task.shape, dtype=torch.float32, device=task.device)) + task_emb
 
     def _time(self, t: torch.Tensor) -> torch.Tensor:
         return self.time_embed(self.time_proj(t * 1000.0).to(self.proj_out.weight.dtype))

@@ -16,13 +16,14 @@ initial latents and sigmas the stock pipeline computes the same image (``stock_e
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
 
 from sakura.platform.errors import ModelError
 from sakura.platform.kv import KVPair, KVSource, ShardKey, TemplateKV
+from sakura.platform.models._block_stream import stream_after_modules
 from sakura.platform.models.pipelines import flux2_latents as latents_of
 from sakura.platform.models.base import (
     CaptureResult,
@@ -32,10 +33,15 @@ from sakura.platform.models.base import (
     Schedule,
     Template,
     model_fingerprint,
+    source_array,
     to_unit_image,
 )
 
 PROMPT_EMBEDS = "prompt_embeds"
+#: Source objects: the reference tokens as ``prepare_image_latents`` makes them, and their
+#: (T, H, W, L) position ids (small integers, exact in float32: context objects are floats).
+REFERENCE_LATENTS, REFERENCE_IDS = "reference_latents", "reference_ids"
+MAX_POSITION_ID = 1 << 16
 
 
 def _stream_caches():
@@ -95,6 +101,7 @@ class KleinAdapter(ModelAdapter):
     step_dependent = False
     supports_probe = False
     full_caches_template = True
+    computes_template = True
     pipeline_class = "Flux2KleinKVPipeline"
 
     def __init__(self, *, transformer: Any, vae: Any, scheduler: Any, name: str, resolution: int,
@@ -173,7 +180,52 @@ class KleinAdapter(ModelAdapter):
         self._masked_only(masked)
         return self._run(template, request, schedule, None, {})[0]
 
+    def template_source(self, template: Template) -> dict[str, np.ndarray]:
+        """The reference latents and ids (the VAE runs once, in the cloud)."""
+        latents, ids = self.reference_latents(template)
+        return {REFERENCE_LATENTS: latents[0].float().numpy(), REFERENCE_IDS: ids[0].float().numpy()}
+
+    def source_limits(self) -> dict[str, tuple[int, ...]]:
+        tokens = self._grid() ** 2
+        return {REFERENCE_LATENTS: (tokens, self.model.config.in_channels), REFERENCE_IDS: (tokens, 4)}
+
     # -- phone ---------------------------------------------------------------------------
+    def iter_template_kv(self, source: Mapping[str, np.ndarray], *, context: Mapping[str, np.ndarray], task: str,
+                         schedule: Schedule) -> Iterator[tuple[ShardKey, KVPair]]:
+        """The stock ``extract`` forward over the reference tokens alone, paused after each block's
+        attention (:mod:`~sakura.platform.models._block_stream`): reference tokens attend only to
+        themselves under the fixed-timestep modulation, so their K/V are the capture's bits. The
+        text stream is one zero token: nothing of it reaches the reference tokens."""
+        limits = self.source_limits()
+        latents = source_array(source, REFERENCE_LATENTS, limits[REFERENCE_LATENTS])
+        ids = source_array(source, REFERENCE_IDS, limits[REFERENCE_IDS])
+        if not (np.array_equal(ids, np.round(ids)) and 0 <= ids.min() and ids.max() < MAX_POSITION_ID):
+            raise ModelError(f"{self.name}: reference ids must be integers in [0, {MAX_POSITION_ID})")
+        keys = self.kv_geometry(schedule.steps).keys
+        reference = torch.from_numpy(latents.copy())[None].to(self._dtype)
+        return self._template_kv(reference, torch.from_numpy(ids.astype(np.int64))[None], keys)
+
+    def _template_kv(self, reference: torch.Tensor, ids: torch.Tensor,
+                     keys: tuple[ShardKey, ...]) -> Iterator[tuple[ShardKey, KVPair]]:
+        text = torch.zeros(1, 1, self.model.config.joint_attention_dim, dtype=self._dtype)
+
+        def forward() -> None:
+            with torch.inference_mode():
+                self.model(hidden_states=reference, img_ids=ids, timestep=torch.zeros(1, dtype=self._dtype),
+                           guidance=None, encoder_hidden_states=text, txt_ids=latents_of.text_ids(text),
+                           kv_cache_mode="extract", num_ref_tokens=reference.shape[1], return_dict=False)
+
+        def read(kwargs: dict[str, Any], _: Any) -> KVPair:
+            return KVPair(_to_numpy(kwargs["kv_cache"].k_ref), _to_numpy(kwargs["kv_cache"].v_ref))
+
+        attention = [b.attn for b in [*self.model.transformer_blocks, *self.model.single_transformer_blocks]]
+        blocks = stream_after_modules(attention, forward, read)
+        try:
+            for key in keys:
+                yield key, next(blocks)
+        finally:
+            blocks.close()
+
     def replay(self, kv: KVSource, prompt: str, request: EditRequest, schedule: Schedule, *,
                probe: Any = None, context: Mapping[str, np.ndarray] | None = None) -> torch.Tensor:
         self._check_kv(kv, schedule)
