@@ -96,7 +96,7 @@ def evaluate(name: str, measure, families, rtt: float, args) -> dict:
         geometries = [g.scaled(profile.compute_factor, decode_factor=profile.cpu_factor) for g in reference.geometries]
         fidelity = reference.fidelity
     print(_geometry_line(geometries[0], profile.name), flush=True)
-    psnr_of = (lambda run, edit: fidelity[run.case].psnr(edit.levels)) if fidelity else None
+    psnr_of = (lambda run, edit: fidelity[run.case].psnr(tuple(edit.levels))) if fidelity else None
     kw = dict(starts=args.starts, rtt_s=rtt, floors=floors, skip_hopeless=analytic)
     runs = simulate_runs(geometries, families, **kw)
     report = summarize(runs, SYSTEMS, psnr_of)

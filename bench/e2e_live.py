@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sakura.edge_client import EdgeSession, EditResult, make_policy
+from sakura.edge_client import EdgeSession, EditResult, Timeline, make_policy
 from sakura.edge_client.emulation import KernelLink, TraceLink, kernel_link_support
-from sakura.evaluation import EditGeometry, EditSimulator, SimEdit, measure_workload
+from sakura.evaluation import EditGeometry, EditSimulator, measure_workload
 from sakura.evaluation.workload import DEFAULT_PHOTO, USER_PHOTOS, example_spec
 from sakura.platform.images import fit_image, load_image
 from sakura.platform.models import ModelAdapter, load_model
@@ -58,7 +58,7 @@ CASES = {
     "bench-flux": [("lumos-4g/4g_trace_driving_50174_dr", 53.0), ("lumos-4g/4g_trace_driving_50162_dr", 112.0),
                    ("mahimahi-cellular/TMobile-LTE-driving.down", 200.0)],
 }
-SYSTEMS = {"sakura": "mpc", "sakura-fixed-medium": "fixed-medium", "oracle": "oracle"}
+SYSTEMS = {"sakura": "hybrid", "sakura-fetch-only": "mpc", "sakura-fixed-medium": "fixed-medium", "oracle": "oracle"}
 TEMPLATE_INDEX = 1  # the example template edited (try-on, brick)
 
 
@@ -166,7 +166,7 @@ def _compare(live: Live, trace: BandwidthTrace, start: float, system: str, geome
     edits = sorted(((_live_edit(live, trace, start, SYSTEMS[system]), _load()) for _ in range(repeats)),
                    key=lambda e: e[0].latency_s)
 
-    def simulate(factor: float) -> SimEdit:
+    def simulate(factor: float) -> Timeline:
         return EditSimulator(geometry.scaled(factor), trace, start, rtt_s=live.rtt_s + cal.server_s, cold=True).run(system)
 
     median, load = edits[len(edits) // 2]
@@ -181,8 +181,8 @@ def _compare(live: Live, trace: BandwidthTrace, start: float, system: str, geome
            "compute_factors": [_compute_factor(e, geometry) for e, _ in edits], "load_1min": [lo for _, lo in edits],
            "live_levels": list(median.levels), "sim_levels": list(sim.levels),
            "live_stall_s": median.timeline.stall_s, "sim_stall_s": sim.stall_s,
-           "live_bytes": median.bytes, "sim_bytes": sim.bytes,
-           "live_shards": _live_shards(median), "sim_shards": _sim_shards(sim)}
+           "live_bytes": median.bytes, "sim_bytes": sim.network_bytes,
+           "live_shards": _shards(median.timeline), "sim_shards": _shards(sim)}
     print(f"  {row['trace']:48s} {system:20s} live {median.latency_s:7.3f} s  sim {sim.latency_s:7.3f} s  "
           f"({row['error']:+.1%}; calibrated {calibrated.latency_s:.3f} s, {row['error_calibrated']:+.1%})  "
           f"compute {factor:.2f}x  stall live {median.timeline.stall_s:.2f} sim {sim.stall_s:.2f}  "
@@ -191,14 +191,11 @@ def _compare(live: Live, trace: BandwidthTrace, start: float, system: str, geome
     return row
 
 
-def _live_shards(result: EditResult) -> list[list[object]]:
-    """Per shard: level, requested, first byte, arrived, needed, consumed (s since the edit began)."""
+def _shards(timeline: Timeline) -> list[list[object]]:
+    """Per shard of a live or simulated edit: level, requested, first byte, arrived, needed, consumed
+    (s since the edit began)."""
     return [[s.level, *(_ms(t) for t in (s.requested_at, s.first_byte_at, s.arrived_at, s.needed_at, s.consumed_at))]
-            for s in result.timeline.shards]
-
-
-def _sim_shards(sim: SimEdit) -> list[list[object]]:
-    return [[s.level, *(_ms(t) for t in (s.requested, s.first_byte, s.arrived, s.needed, s.consumed))] for s in sim.shards]
+            for s in timeline.shards]
 
 
 def _ms(t: float | None) -> float | None:

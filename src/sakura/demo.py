@@ -77,7 +77,7 @@ def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespa
     from sakura.edge_client import EdgeSession
     from sakura.edge_client.emulation import TraceLink
     from sakura.evaluation import SYSTEMS, EditSimulator, measure_geometry, psnr_db
-    from sakura.evaluation.plots import bandwidth, gantt, sim_edit_from_timeline
+    from sakura.evaluation.plots import bandwidth, gantt
     from sakura.evaluation.workload import example_spec, load_cases
     from sakura.platform.models import load_model
 
@@ -92,7 +92,7 @@ def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespa
         link = TraceLink(trace, rtt_s=args.rtt_ms / 1000, offset_s=offset)
         with EdgeSession(url, link=link, models=lambda _: adapter) as session:
             link.start()
-            live = session.edit(case.request.image, entry.id, policy="mpc", seed=case.request.seed)
+            live = session.edit(case.request.image, entry.id, policy="hybrid", seed=case.request.seed)
         with EdgeSession(url, models=lambda _: adapter) as session:
             exact = session.edit(case.request.image, entry.id, policy="fixed-full", seed=case.request.seed)
         psnr = psnr_db(exact.image, live.image)
@@ -101,10 +101,9 @@ def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespa
         geometry, _ = measure_geometry(adapter, case.manifest, case.payloads, case.template, case.request, repeats=2)
         sim = EditSimulator(geometry, trace, offset, rtt_s=args.rtt_ms / 1000)
         simulated = {system: sim.run(system).latency_s for system in systems}
-        live_edit = sim_edit_from_timeline(live.timeline, "sakura (live)")
-        gantt(args.out / f"timeline-{entry.id}.png", {"sakura (live)": live_edit, "cachegen (simulated)": sim.run("cachegen")},
+        gantt(args.out / f"timeline-{entry.id}.png", {"sakura (live)": live.timeline, "cachegen (simulated)": sim.run("cachegen")},
               f"{entry.id}: {trace.name} from {offset:.0f} s")
-        bandwidth(args.out / f"bandwidth-{entry.id}.png", sim, live_edit, trace.family)
+        bandwidth(args.out / f"bandwidth-{entry.id}.png", sim, live.timeline, trace.family)
         counts = {lv: live.levels.count(lv) for lv in dict.fromkeys(live.levels)}
         print(f"   {entry.id:13s} live {live.latency_s:6.3f} s  stalls {live.timeline.stall_s:.3f} s  "
               f"{live.bytes / 1e3:6.1f} kB  levels {counts}  PSNR vs exact KV {psnr}")

@@ -2,7 +2,7 @@
 
     from sakura.edge_client import EdgeSession
     with EdgeSession("http://127.0.0.1:8000", cache_dir="~/.sakura", cache_budget_bytes=64 << 20) as s:
-        result = s.edit(photo, "portrait-style", policy="mpc")
+        result = s.edit(photo, "portrait-style")  # policy="hybrid": compute or fetch
 
 It imports :mod:`sakura.platform` and never ray, boto3, :mod:`sakura.serve` or :mod:`sakura.jobs`.
 """
@@ -24,9 +24,10 @@ from sakura.edge_client.estimator import BandwidthEstimator, Estimate
 from sakura.edge_client.link import DirectLink, Link
 from sakura.edge_client.oracle import OraclePolicy
 from sakura.edge_client.pipeline import Device, EditPipeline, StreamingKV
-from sakura.edge_client.planning import PlanContext, PlanState, ShardOption, advance, simulate
+from sakura.edge_client.planning import COMPUTE, PlanContext, PlanState, ShardOption, advance, simulate
 from sakura.edge_client.policy import (
     FixedPolicy,
+    HybridPolicy,
     LevelPolicy,
     RobustMPCPolicy,
     ThroughputPolicy,
@@ -41,6 +42,7 @@ from sakura.edge_client.urls import UrlPolicy
 
 __all__ = [
     "BandwidthEstimator",
+    "COMPUTE",
     "CachePathError",
     "ComputeModel",
     "ConfigError",
@@ -53,6 +55,7 @@ __all__ = [
     "EditResult",
     "Estimate",
     "FixedPolicy",
+    "HybridPolicy",
     "HttpTransport",
     "LevelPolicy",
     "Link",

@@ -20,7 +20,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", default="latest", help="version number or alias (default: latest)")
     p.add_argument("--image", required=True, help="input image: a file, or skimage:NAME")
     p.add_argument("--out", required=True, help="where to write the edited image (PNG)")
-    p.add_argument("--policy", default="mpc", help=f"level policy: {', '.join(policy_names())} or fixed-<level>")
+    p.add_argument("--policy", default="hybrid",
+                   help=f"level policy (default: hybrid, compute or fetch each block): {', '.join(policy_names())} "
+                        "or fixed-<level>")
     p.add_argument("--min-level", help="adaptive policies: never fetch below this level (a quality floor)")
     p.add_argument("--trace", help="shape the link in process with this bandwidth trace file")
     p.add_argument("--trace-offset", type=float, default=0.0, help="start this many seconds into the trace")
@@ -87,7 +89,7 @@ def _models(args: argparse.Namespace) -> dict:
 
 
 def _policy(args: argparse.Namespace, link: object | None) -> LevelPolicy:
-    if args.policy in ("mpc", "throughput"):
+    if args.policy in ("hybrid", "mpc", "throughput"):
         return make_policy(args.policy, min_level=args.min_level)
     if args.policy != "oracle":
         return make_policy(args.policy)

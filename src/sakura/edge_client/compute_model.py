@@ -3,9 +3,13 @@ how long decoding a shard takes. Deadlines for the level policy come from here.
 
 It learns from every edit (and live, during one): each measured gap between consuming shard
 ``i`` and asking for shard ``i + 1`` updates an exponentially weighted average per model and
-shard position; each decode updates a per-level seconds-per-byte average. Before any
-measurement it predicts zero compute (every shard is due at once), which makes policies pick
-small levels: the safe side.
+shard position; each decode updates a per-level seconds-per-byte average; each block of template
+KV the phone computes itself updates that block's average. Before any measurement it predicts
+zero compute between shards (every shard is due at once), which makes policies pick small
+levels. Until the phone has computed a block of template KV, it takes one for the median compute
+between two shards (an estimate: one block of the reference tokens costs about what one block of
+the request tokens does when their counts match, as on the models here); with nothing measured at
+all, nothing (the planner fetches, and the phone learns at the first block it would wait for).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ class ComputeModel:
         self._startup: dict[str, float] = {}
         self._gaps: dict[str, dict[int, float]] = defaultdict(dict)
         self._decode: dict[str, float] = {}
+        self._template: dict[str, dict[int, float]] = defaultdict(dict)
         self._lock = threading.Lock()
 
     def _blend(self, old: float | None, new: float) -> float:
@@ -43,7 +48,24 @@ class ComputeModel:
             with self._lock:
                 self._decode[level] = self._blend(self._decode.get(level), max(0.0, seconds) / nbytes)
 
+    def observe_template(self, model: str, index: int, seconds: float) -> None:
+        """The phone computed shard ``index``'s template KV itself in ``seconds``."""
+        with self._lock:
+            blocks = self._template[model]
+            blocks[index] = self._blend(blocks.get(index), max(0.0, seconds))
+
     # -- predicting ----------------------------------------------------------------------
+    def template_s(self, model: str, shards: int) -> tuple[float, ...]:
+        """Predicted seconds to compute each shard's template KV (a block never computed: the mean
+        of those that were, else the median gap; see the module docstring); empty when unknown."""
+        with self._lock:
+            known = self._template.get(model)
+            if known:
+                mean = sum(known.values()) / len(known)
+                return tuple(known.get(i, mean) for i in range(shards))
+            gaps = sorted(self._gaps[model].values())
+            return (gaps[len(gaps) // 2],) * shards if gaps else ()
+
     def startup(self, model: str) -> float:
         with self._lock:
             return self._startup.get(model, 0.0)

@@ -10,6 +10,7 @@ from typing import Callable
 
 from sakura.edge_client.cache import ShardCache
 from sakura.edge_client.estimator import BandwidthEstimator
+from sakura.edge_client.planning import ABANDON_CHECK_S, ABANDON_MIN_S, COMPUTE
 from sakura.edge_client.timeline import ShardTiming
 from sakura.edge_client.transport import Abandon, HttpTransport
 from sakura.platform import http_api
@@ -17,10 +18,6 @@ from sakura.platform.manifest import Manifest
 
 #: (level being fetched, bytes received, their measured rate in bytes/s) -> a smaller level, or None.
 AbandonCheck = Callable[[str, int, float], "str | None"]
-#: How often a download in flight is re-judged, and how long its rate is watched first (estimates;
-#: the simulator uses these same constants).
-ABANDON_CHECK_S = 0.02
-ABANDON_MIN_S = 0.05
 
 
 class _SwitchLevel(Abandon):
@@ -64,7 +61,13 @@ class ShardFetcher:
         self.meter = _LinkMeter()
         self.budget = transport.edit_budget()  # the edit's network deadline
         self._active = 0  # downloads in flight
+        self._received: dict[int, int] = {}  # per shard, bytes of the download in progress
         self._lock = threading.Lock()
+
+    def received(self, index: int) -> int:
+        """Bytes of shard ``index``'s current download received so far."""
+        with self._lock:
+            return self._received.get(index, 0)
 
     def cached_levels(self, index: int) -> list[str]:
         if self.cache is None:
@@ -79,7 +82,8 @@ class ShardFetcher:
         near_done: threading.Event | None = None,
     ) -> tuple[str, bytes]:
         """The chosen (or switched-to) level and its verified bytes. ``near_done`` is set once the
-        rest of the response should take less than a round trip (time to request the next shard)."""
+        rest of the response should take less than a round trip (time to request the next shard).
+        ``abandon`` may also answer ``COMPUTE`` (the phone computed the shard): no bytes then."""
         near_done = near_done or threading.Event()
         while True:
             data = self._from_cache(index, level)
@@ -93,6 +97,8 @@ class ShardFetcher:
                 timing.bytes += switch.received
                 self.estimator.observe(switch.measured, switch.elapsed_s)
                 level = switch.level
+                if level == COMPUTE:
+                    return level, b""
 
     def _from_cache(self, index: int, level: str) -> bytes | None:
         if self.cache is None or level not in self.cached_levels(index):
@@ -121,6 +127,8 @@ class ShardFetcher:
             now = time.monotonic()
             self.meter.add(received - seen[0])
             seen[0] = received
+            with self._lock:
+                self._received[index] = received
             if not first:
                 first.extend((now, received))
                 return

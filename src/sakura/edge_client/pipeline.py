@@ -9,6 +9,12 @@ needs it starts (blocking there is a *stall*). Queues are bounded: the fetcher i
 decoded shards ahead of the model, so memory stays bounded by the window, not the template.
 The first error of any stage stops every stage at once (downloads in flight are aborted by the
 transport's watchdog, nobody waits for them) and is raised to the caller; so is a cancel.
+
+With a :class:`~sakura.edge_client.template_kv.TemplateComputer` the phone may compute shards
+itself, always a prefix: the fetch stage skips a shard the policy says to compute (``COMPUTE``),
+and the compute stage computes a skipped shard when the model needs it, or extends the prefix
+when the next shard's fetch is predicted to end later than computing it would (that download is
+then abandoned, freeing the link for the shards after it).
 """
 
 from __future__ import annotations
@@ -22,11 +28,21 @@ from concurrent.futures import wait as futures_wait
 from typing import Callable, TypeVar
 
 from sakura.edge_client.compute_model import ComputeModel
-from sakura.edge_client.errors import EditCancelled, PolicyError
+from sakura.edge_client.errors import EdgeError, EditCancelled, PolicyError
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetcher import ShardFetcher
-from sakura.edge_client.planning import PlanContext, ShardOption, level_utility, normalised_weights
-from sakura.edge_client.policy import LevelPolicy
+from sakura.edge_client.planning import (
+    COMPUTE,
+    MAX_AHEAD,
+    MAX_IN_FLIGHT,
+    PlanContext,
+    ShardOption,
+    level_utility,
+    normalised_weights,
+    plan_context,
+)
+from sakura.edge_client.policy import LevelPolicy, planned_rate
+from sakura.edge_client.template_kv import TemplateComputer
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
 from sakura.edge_client.validation import ShardLimits
 from sakura.platform.codec import decode_shard
@@ -41,13 +57,14 @@ _POLL_S = 0.05
 _JOIN_S = 0.2
 
 
-#: Shard requests out at once (an estimate: enough to keep a 5G link busy across a round trip).
-MAX_IN_FLIGHT = 4
-
 class Device:
     """Hook for the compute stage's speed (see :class:`~sakura.edge_client.emulation.SlowDevice`)."""
 
     def after_compute(self, seconds: float) -> None:
+        return None
+
+    def after_template(self, seconds: float) -> None:
+        """After the phone computed one block of template KV in ``seconds``."""
         return None
 
 
@@ -64,12 +81,18 @@ class EditPipeline:
         clock: Callable[[], float],
         cancel: threading.Event | None = None,
         device: Device | None = None,
-        max_ahead: int = 2,
+        max_ahead: int = MAX_AHEAD,
         max_in_flight: int = MAX_IN_FLIGHT,
+        template: TemplateComputer | None = None,
     ) -> None:
         self.manifest, self.fetcher, self.policy, self.limits = manifest, fetcher, policy, limits
         self.estimator, self.compute_model, self.clock = estimator, compute_model, clock
         self.device = device or Device()
+        self.template = template
+        #: Per shard: COMPUTE once the fetch stage left it to the phone, else the level requested.
+        self._decided: list[str | None] = [None] * len(manifest.shards)
+        #: Per shard being downloaded: set when the phone computed it, which stops the download.
+        self._superseded: dict[int, threading.Event] = {}
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
         self.max_in_flight = max_in_flight
@@ -142,6 +165,8 @@ class EditPipeline:
         pool = ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="sakura-download")
         try:
             for index in range(len(self.manifest.shards)):
+                if self._leave_to_phone(index):
+                    continue
                 if len(in_flight) >= self.max_in_flight:
                     self._hand_over(in_flight.popleft()[0])
                 if in_flight:
@@ -150,6 +175,9 @@ class EditPipeline:
                     self._hand_over(in_flight.popleft()[0])
                 if self._stopped():
                     break
+                if self.kv.computed(index):  # the phone got there first
+                    continue
+                self._decided[index] = "fetch"
                 near_done = threading.Event()
                 future = pool.submit(self._fetch_one, index, near_done)
                 future.add_done_callback(self._fail_fast)
@@ -158,6 +186,15 @@ class EditPipeline:
                 self._hand_over(in_flight.popleft()[0])
         finally:
             pool.shutdown(wait=False, cancel_futures=True)  # downloads still running are being aborted
+
+    def _leave_to_phone(self, index: int) -> bool:
+        """Whether the phone computes shard ``index`` (its whole prefix is computed or left to it)."""
+        if self.template is None or not (index == 0 or self._decided[index - 1] == COMPUTE):
+            return False
+        if self.kv.computed(index) or self.policy.choose(self.context(index)) == COMPUTE:
+            self._decided[index] = COMPUTE
+            return True
+        return False
 
     def _fail_fast(self, future: Future) -> None:
         """A download failed: stop everything now, not when its turn to be handed over comes."""
@@ -174,14 +211,24 @@ class EditPipeline:
         try:
             timing = self.timeline.shards[index]
             timing.chosen_at = self.clock()
-            level = self._known(self.policy.choose(self.context(index)), "chose")
+            level = self._known(self.policy.choose(self.context(index, can_compute=False)), "chose")
 
             def abandon(current: str, received: int, rate: float) -> str | None:
-                smaller = self.policy.abandon(self.context(index), current, received, rate)
+                if self.kv.computed(index):
+                    return COMPUTE  # the phone computed it meanwhile: stop the download
+                smaller = self.policy.abandon(self.context(index, can_compute=False), current, received, rate)
                 return None if smaller is None else self._known(smaller, "switched to")
 
-            level, data = self.fetcher.fetch(index, level, timing, abandon, self._abort, near_done)
-            timing.level = level
+            superseded = self._superseded.setdefault(index, threading.Event())
+            try:
+                level, data = self.fetcher.fetch(index, level, timing, abandon, _Either(self._abort, superseded),
+                                                 near_done)
+            except EdgeError:
+                if not self.kv.computed(index):
+                    raise
+                return index, COMPUTE, b""  # the phone computed it: what became of the download no longer matters
+            if level != COMPUTE:
+                timing.level = level
             return index, level, data
         finally:
             near_done.set()
@@ -195,30 +242,43 @@ class EditPipeline:
         while not event.wait(_POLL_S) and not future.done() and not self._stopped():
             continue
 
-    def context(self, index: int) -> PlanContext:
+    def context(self, index: int, *, can_compute: bool = True) -> PlanContext:
         """What the policy knows now about shard ``index`` and those after it."""
         gaps = self.compute_model.gaps(self.model, len(self._options))
-        return PlanContext(
-            now=self.clock(),
-            index=index,
-            levels=self._levels,
-            shards=self._options,
-            utility=self._utility,
-            estimate=self.estimator.estimate(),
-            rtt_s=self.estimator.rtt_s,
-            compute=gaps,
+        template_s = self.compute_model.template_s(self.model, len(self._options)) if self.template else ()
+        return plan_context(
+            self.clock(), index, levels=self._levels, shards=self._options, utility=self._utility,
+            estimate=self.estimator.estimate(), rtt_s=self.estimator.rtt_s, compute=gaps,
+            startup=self.compute_model.startup(self.model),
             decode_s={lvl: self.compute_model.decode_s(lvl, self._mean_size[lvl]) for lvl in self._levels},
-            ready_at=self.kv.predicted_need(index, gaps, self.compute_model.startup(self.model)),
-            decode_free_at=self.clock(),
+            compute_start=self.timeline.compute_start, last_consumed=self.kv.last_consumed,
+            template_compute=template_s, computed=[j for j, d in enumerate(self._decided) if d == COMPUTE],
+            can_compute=can_compute and self.template is not None and self.template.reaches(index),
         )
+
+    def fetch_due(self, index: int) -> float:
+        """When shard ``index`` should be decoded if it is fetched (the compute stage's extend rule):
+        its bytes still to come at the planned rate, a round trip first if not yet requested."""
+        timing, now = self.timeline.shards[index], self.clock()
+        ctx = self.context(index, can_compute=False)
+        level = timing.level or self._levels[0]
+        received = self.fetcher.received(index)
+        rate = planned_rate(ctx)
+        if timing.requested_at is not None and now - timing.requested_at > ctx.rtt_s:
+            rate = min(rate, max(received, 1) / (now - timing.requested_at - ctx.rtt_s))  # as it goes now
+        wait = 0.0 if timing.requested_at is not None else ctx.rtt_s
+        return now + wait + max(0, ctx.size(level) - received) / rate + ctx.decode_s.get(level, 0.0)
 
     # -- decode --------------------------------------------------------------------------
     def _decode_stage(self) -> None:
-        for _ in range(len(self.manifest.shards)):
+        while True:
             item = self._get(self._encoded)
             if item is None:
                 return
             index, level, data = item
+            if level == COMPUTE:
+                continue
+            self.timeline.shards[index].decode_started_at = self.clock()
             started = time.perf_counter()
             geometry = self.limits.geometry
             try:
@@ -279,7 +339,7 @@ class StreamingKV:
         self._index = {key: i for i, key in enumerate(self._keys)}
         self._tokens = m.tokens.template
         self._ready: dict[int, KVPair] = {}
-        self._consumed_at: dict[int, float] = {}
+        self._computed: set[int] = set()
         self._last: tuple[int, float] | None = None  # last consumed shard, when
         self.cond = threading.Condition()
 
@@ -291,13 +351,18 @@ class StreamingKV:
     def template_tokens(self) -> int:
         return self._tokens
 
+    def computed(self, index: int) -> bool:
+        with self.cond:
+            return index in self._computed
+
     def offer(self, index: int, pair: KVPair) -> None:
         """Decode stage: hand a shard over, waiting while the model is ``max_ahead`` shards behind."""
         p = self.pipeline
         with self.cond:
             while len(self._ready) >= self.max_ahead and not p._stopped():
                 self.cond.wait(_POLL_S)
-            self._ready[index] = pair
+            if index not in self._computed:
+                self._ready[index] = pair
             self.cond.notify_all()
 
     def __getitem__(self, key: ShardKey) -> KVPair:
@@ -306,19 +371,56 @@ class StreamingKV:
         self._account_compute(index)
         asked = p.clock()
         p.timeline.shards[index].needed_at = asked
-        with self.cond:
-            while index not in self._ready:
-                if p._error is not None:
-                    raise p._error
-                if p.cancel.is_set():
-                    raise EditCancelled("the edit was cancelled")
-                self.cond.wait(_POLL_S)
-            pair = self._ready.pop(index)
-            self.cond.notify_all()
+        while True:  # re-judged while waiting: the download may slow down
+            if self._computes(index):
+                waited = p.clock()
+                if waited - asked > 1e-4:  # it waited for the download before giving up on it
+                    p.timeline.stalls.append(Stall(index, asked, waited))
+                return self._compute(index)
+            with self.cond:
+                if index not in self._ready:
+                    if p._error is not None:
+                        raise p._error
+                    if p.cancel.is_set():
+                        raise EditCancelled("the edit was cancelled")
+                    self.cond.wait(_POLL_S)
+                    continue
+                pair = self._ready.pop(index)
+                self.cond.notify_all()
+                break
         got = p.clock()
         if got - asked > 1e-4:
             p.timeline.stalls.append(Stall(index, asked, got))
         p.timeline.shards[index].consumed_at = got
+        self._last = (index, got)
+        return pair
+
+    def _computes(self, index: int) -> bool:
+        """Compute shard ``index`` here: left to the phone, or its fetch ends later than computing it would."""
+        p = self.pipeline
+        if p.template is None or index < p.template.frontier:
+            return False
+        with self.cond:
+            if index in self._ready:
+                return False
+        if p._decided[index] == COMPUTE:
+            return True
+        known = p.compute_model.template_s(p.model, len(self._keys))
+        if not known and not p.template.reaches(index):
+            return False  # what computing costs is learnt at the frontier first
+        return p.fetch_due(index) > p.clock() + p.template.cost_s(index, known)
+
+    def _compute(self, index: int) -> KVPair:
+        p = self.pipeline
+        pair = p.template.compute(index)  # type: ignore[union-attr]
+        with self.cond:
+            self._computed.add(index)
+            self._ready.pop(index, None)
+            self.cond.notify_all()
+        p._superseded.setdefault(index, threading.Event()).set()
+        got = p.clock()
+        timing = p.timeline.shards[index]
+        timing.level, timing.source, timing.consumed_at, timing.decoded_at = COMPUTE, "computed", got, got
         self._last = (index, got)
         return pair
 
@@ -339,12 +441,7 @@ class StreamingKV:
         if self._last is not None:
             self._account_compute(len(self._keys))
 
-    def predicted_need(self, index: int, gaps: tuple[float, ...], startup: float) -> float:
-        """When the compute stage will ask for shard ``index``, if nothing before it stalls."""
-        p = self.pipeline
-        last = self._last
-        if last is None:
-            start, first = p.timeline.compute_start + startup, 0
-        else:
-            start, first = last[1] + gaps[last[0]], last[0] + 1
-        return start + sum(gaps[first:index])
+    @property
+    def last_consumed(self) -> tuple[int, float] | None:
+        """The last shard the model consumed, and when (None before the first)."""
+        return self._last

@@ -6,15 +6,22 @@ each is decoded when it has arrived and the decoder is free; the model consumes 
 layer that needs it; it then computes for ``compute[i]`` seconds before it needs shard ``i + 1``.
 Whenever a decoded shard is later than the compute stage, the compute stage stalls.
 
-A plan's score is its importance-weighted quality minus ``stall_penalty`` per second of stall:
-with the default penalty a millisecond of stall outweighs any quality gain, so "every shard
-before its layer" comes first and quality second.
+A shard may also be *computed* on the phone (:data:`COMPUTE`): the template's reference tokens
+through that block, which needs the blocks below it computed too, so computed shards are a prefix
+of each pass of the reference tokens. Its KV is exact (the lossless level's quality), it costs no
+link time, and it delays the compute stage by ``template_compute[i]``: the interleaved view of the
+live client computing the prefix before the replay (the fetched shards are needed at the same
+times either way).
+
+A plan's score is its importance-weighted quality minus ``stall_penalty`` per second of delay
+(stall, plus the phone's time computing template KV): with the default penalty a millisecond
+outweighs any quality gain, so the earliest finish comes first and quality second.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from sakura.edge_client.estimator import Estimate
@@ -22,6 +29,19 @@ from sakura.edge_client.estimator import Estimate
 #: (start time, bytes) -> seconds the link needs to deliver them.
 TransferTime = Callable[[float, int], float]
 DEFAULT_STALL_PENALTY = 1000.0
+#: The option of computing a shard's KV on the phone instead of fetching it.
+COMPUTE = "compute"
+
+
+# -- timing constants of the live client (the end-to-end simulator replays them from here) -------
+#: How often a download in flight is re-judged, and how long its rate is watched first (estimates).
+ABANDON_CHECK_S = 0.02
+ABANDON_MIN_S = 0.05
+#: Shard requests out at once (an estimate: enough to keep a 5G link busy across a round trip).
+MAX_IN_FLIGHT = 4
+#: Depth of each bounded stage queue: encoded shards waiting for the decoder, and decoded shards
+#: waiting for the model, at most (memory stays bounded by this window, not by the template).
+MAX_AHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -54,9 +74,21 @@ class PlanContext:
     decode_free_at: float = 0.0
     #: When the link finishes the response in flight (``now`` when idle).
     link_free_at: float | None = None
+    #: Seconds the phone takes to compute each shard's template KV; empty when it cannot.
+    template_compute: tuple[float, ...] = ()
+    #: Shards per pass of the reference tokens (a KV-cached model has one pass: every shard).
+    pass_shards: int = 0
+    #: Whether shard ``index`` may still be computed (every earlier shard of its pass was).
+    can_compute: bool = False
 
     def size(self, level: str, index: int | None = None) -> int:
         return self.shards[self.index if index is None else index].sizes[level]
+
+    def pass_end(self, index: int | None = None) -> int:
+        """One past the last shard of the pass that holds ``index``."""
+        index = self.index if index is None else index
+        per = self.pass_shards or len(self.shards)
+        return min(len(self.shards), (index // per + 1) * per)
 
     def cached(self, index: int | None = None) -> list[str]:
         """Levels of the shard that cost nothing to fetch, smallest first."""
@@ -74,9 +106,10 @@ class PlanState:
     next_request: float = 0.0  # the next request can be sent from here
     quality: float = 0.0
     stall: float = 0.0
+    computing: float = 0.0  # seconds the phone spent computing template KV
 
     def score(self, penalty: float) -> float:
-        return self.quality - penalty * self.stall
+        return self.quality - penalty * (self.stall + self.computing)
 
 
 def start_state(ctx: PlanContext) -> PlanState:
@@ -86,7 +119,9 @@ def start_state(ctx: PlanContext) -> PlanState:
 
 
 def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer: TransferTime) -> PlanState:
-    """The state after shard ``index`` is fetched at ``level``, decoded and consumed."""
+    """The state after shard ``index`` is fetched at ``level`` (or computed), decoded and consumed."""
+    if level == COMPUTE:
+        return _computed(state, ctx, index)
     size = ctx.shards[index].sizes[level]
     next_request = state.next_request
     if size:
@@ -104,7 +139,36 @@ def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer
         ready=consumed + ctx.compute[index],
         quality=state.quality + ctx.shards[index].weight * ctx.utility[level],
         stall=state.stall + max(0.0, decoded - state.ready),
+        computing=state.computing,
     )
+
+
+def _computed(state: PlanState, ctx: PlanContext, index: int) -> PlanState:
+    seconds = ctx.template_compute[index]
+    return replace(state, ready=state.ready + seconds + ctx.compute[index], computing=state.computing + seconds,
+                   quality=state.quality + ctx.shards[index].weight * max(ctx.utility.values()))
+
+
+def best_split(ctx: PlanContext, transfer: TransferTime, penalty: float = DEFAULT_STALL_PENALTY) -> int:
+    """How many shards of the current pass, from ``ctx.index``, to compute on the phone before
+    fetching the rest: the split whose plan (the rest fetched at one level, the best of each)
+    scores highest over the pass, the smaller on ties. 0 when the phone cannot compute."""
+    if not (ctx.can_compute and ctx.template_compute):
+        return 0
+    end = ctx.pass_end()
+    best, best_score = 0, float("-inf")
+    for split in range(end - ctx.index + 1):
+        score = max(_plan_score(ctx, split, level, end, transfer, penalty) for level in ctx.levels)
+        if score > best_score + 1e-9:
+            best, best_score = split, score
+    return best
+
+
+def _plan_score(ctx: PlanContext, split: int, level: str, end: int, transfer: TransferTime, penalty: float) -> float:
+    state = start_state(ctx)
+    for index in range(ctx.index, end):
+        state = advance(state, ctx, index, COMPUTE if index < ctx.index + split else level, transfer)
+    return state.score(penalty)
 
 
 def simulate(ctx: PlanContext, plan: Sequence[str], transfer: TransferTime) -> PlanState:
@@ -132,3 +196,30 @@ def normalised_weights(weights: Sequence[float]) -> list[float]:
     if total <= 0:
         return [1.0] * len(weights)
     return [w * len(weights) / total for w in weights]
+
+
+def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Sequence[ShardOption],
+                 utility: dict[str, float], estimate: Estimate | None, rtt_s: float, compute: Sequence[float],
+                 startup: float, decode_s: dict[str, float], compute_start: float,
+                 last_consumed: tuple[int, float] | None, decode_free_at: float | None = None,
+                 link_free_at: float | None = None, template_compute: Sequence[float] = (),
+                 computed: Sequence[int] = (), can_compute: bool = False, pass_shards: int = 0) -> PlanContext:
+    """The context of shard ``index`` at ``now``, for the live pipeline and the simulator alike.
+
+    ``compute``/``startup``: the compute the stage is known to do after each shard / before the
+    first; ``last_consumed``: the last shard the model has consumed and when (None before the
+    first); ``computed``: shards left to the phone, whose ``template_compute`` the stage spends on
+    its way to ``index``. ``decode_free_at`` defaults to ``now``.
+    """
+    if last_consumed is None:
+        first, ready = 0, compute_start + startup + sum(compute[:index])
+    else:
+        last, at = last_consumed
+        first, ready = last + 1, at + sum(compute[last:index])
+    left_to_phone = set(computed)
+    ready += sum(template_compute[j] for j in range(first, min(index, len(template_compute))) if j in left_to_phone)
+    return PlanContext(
+        now=now, index=index, levels=tuple(levels), shards=tuple(shards), utility=utility, estimate=estimate,
+        rtt_s=rtt_s, compute=tuple(compute), decode_s=decode_s, ready_at=ready,
+        decode_free_at=now if decode_free_at is None else decode_free_at, link_free_at=link_free_at,
+        template_compute=tuple(template_compute), can_compute=can_compute, pass_shards=pass_shards)

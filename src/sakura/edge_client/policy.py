@@ -12,16 +12,23 @@ from typing import Callable, Protocol
 
 from sakura.edge_client.errors import PolicyError
 from sakura.edge_client.planning import (
+    COMPUTE,
     DEFAULT_STALL_PENALTY,
     PlanContext,
     PlanState,
     advance,
+    best_split,
     constant_rate,
     start_state,
 )
 
 #: Conservative guess before anything was measured: a slow 3G link, in bytes/s.
 COLD_START_BYTES_PER_S = 100_000.0
+
+
+def planned_rate(ctx: PlanContext) -> float:
+    """The bandwidth to plan with: the estimator's (error-discounted) rate, or the cold guess."""
+    return ctx.estimate.bytes_per_s if ctx.estimate is not None else COLD_START_BYTES_PER_S
 
 
 class LevelPolicy(Protocol):
@@ -62,9 +69,6 @@ class _Adaptive:
     abandon_gain = 0.25
     min_level: str | None = None
 
-    def _rate(self, ctx: PlanContext) -> float:
-        return ctx.estimate.bytes_per_s if ctx.estimate is not None else COLD_START_BYTES_PER_S
-
     def _floored(self, ctx: PlanContext) -> PlanContext:
         if self.min_level is None:
             return ctx
@@ -98,7 +102,7 @@ class ThroughputPolicy(_Adaptive):
 
     def choose(self, ctx: PlanContext) -> str:
         ctx = self._floored(ctx)
-        rate = self._rate(ctx) * self.safety
+        rate = planned_rate(ctx) * self.safety
         budget = ctx.ready_at - ctx.now
         fitting = [lvl for lvl in ctx.levels if ctx.size(lvl) == 0 or ctx.rtt_s + ctx.size(lvl) / rate <= budget]
         return fitting[-1] if fitting else ctx.levels[0]
@@ -116,7 +120,7 @@ class RobustMPCPolicy(_Adaptive):
 
     def choose(self, ctx: PlanContext) -> str:
         ctx = self._floored(ctx)
-        transfer = constant_rate(self._rate(ctx))
+        transfer = constant_rate(planned_rate(ctx))
         last = min(ctx.index + self.horizon, len(ctx.shards))
 
         def best_score(state: PlanState, index: int) -> float:
@@ -127,6 +131,29 @@ class RobustMPCPolicy(_Adaptive):
         start = start_state(ctx)
         scores = [best_score(advance(start, ctx, ctx.index, lvl, transfer), ctx.index + 1) for lvl in ctx.levels]
         return ctx.levels[max(range(len(scores)), key=lambda i: (scores[i], -i))]
+
+
+class HybridPolicy:
+    """Compute or fetch each block: the phone computes the first shards of each pass of the
+    reference tokens itself while the rest is fetched, at the split the timing model says ends
+    soonest (:func:`~sakura.edge_client.planning.best_split`, at the inner policy's bandwidth);
+    the fetched shards' levels are the inner policy's (robust MPC by default). Where the phone
+    cannot compute (no template source, or a model that cannot), it is the inner policy."""
+
+    def __init__(self, inner: LevelPolicy | None = None, stall_penalty: float = DEFAULT_STALL_PENALTY,
+                 min_level: str | None = None) -> None:
+        self.inner = inner or RobustMPCPolicy(min_level=min_level)
+        self.stall_penalty, self.name = stall_penalty, "hybrid"
+        self.computes = True  # the session fetches the template's source for it
+
+    def choose(self, ctx: PlanContext) -> str:
+        if ctx.can_compute and ctx.template_compute:
+            if best_split(ctx, constant_rate(planned_rate(ctx)), self.stall_penalty) > 0:
+                return COMPUTE
+        return self.inner.choose(ctx)
+
+    def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:
+        return self.inner.abandon(ctx, level, received, rate)
 
 
 PolicyFactory = Callable[..., LevelPolicy]
@@ -144,7 +171,8 @@ def policy_names() -> list[str]:
 
 
 def make_policy(name: str, **kwargs: object) -> LevelPolicy:
-    """A policy by name: ``mpc`` (default), ``throughput``, ``fixed-<level>``, ``oracle`` (needs ``trace=``)."""
+    """A policy by name: ``hybrid`` (compute or fetch), ``mpc`` (fetch only), ``throughput``,
+    ``fixed-<level>``, ``oracle`` (needs ``trace=``)."""
     if name.startswith("fixed-") and name not in _POLICIES:
         return FixedPolicy(name.removeprefix("fixed-"))
     try:
@@ -156,6 +184,7 @@ def make_policy(name: str, **kwargs: object) -> LevelPolicy:
 
 register_policy("mpc", RobustMPCPolicy)
 register_policy("throughput", ThroughputPolicy)
+register_policy("hybrid", HybridPolicy)
 
 
 def _oracle(**kwargs: object) -> LevelPolicy:

@@ -22,7 +22,9 @@ from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetcher import ShardFetcher
 from sakura.edge_client.link import Link
 from sakura.edge_client.pipeline import Device, EditPipeline
+from sakura.edge_client.planning import COMPUTE
 from sakura.edge_client.policy import LevelPolicy, make_policy
+from sakura.edge_client.template_kv import TemplateComputer
 from sakura.edge_client.timeline import Timeline
 from sakura.edge_client.transport import MIN_USEFUL_RATE, HttpTransport, RetryPolicy
 from sakura.edge_client.urls import UrlPolicy
@@ -32,7 +34,7 @@ from sakura.platform.context import decode_context
 from sakura.platform.errors import ModelError
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import fit_image
-from sakura.platform.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, ModelRef
+from sakura.platform.manifest import MAX_MANIFEST_BYTES, ContextEntry, Manifest, ManifestError, ModelRef
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_named_model
 
 DEFAULT_CACHE_BUDGET = 256 << 20
@@ -42,11 +44,16 @@ DEFAULT_CACHE_BUDGET = 256 << 20
 class EditResult:
     image: np.ndarray  # HxWx3 floats in [0, 1]
     timeline: Timeline
-    levels: list[str]  # per shard, in consumption order
+    levels: list[str]  # per shard, in consumption order: the level fetched, or "compute"
     bytes: int  # fetched over the network
     latency_s: float  # from the call to the finished image
     template: str
     version: int
+
+    @property
+    def computed(self) -> list[int]:
+        """The shards the phone computed itself instead of fetching."""
+        return [i for i, level in enumerate(self.levels) if level == COMPUTE]
 
 
 class EdgeSession:
@@ -118,11 +125,23 @@ class EdgeSession:
     def context(self, manifest: Manifest, *, cancel: threading.Event | None = None) -> dict[str, np.ndarray]:
         """The template's context objects (e.g. prompt embeddings), verified and decoded; the
         manifest was checked against the model first, so their shapes are ones it takes."""
+        return self._objects(manifest, manifest.context, http_api.context_path, cancel)
+
+    def source(self, manifest: Manifest, *, cancel: threading.Event | None = None) -> dict[str, np.ndarray]:
+        """What the model computes the template KV from (``ModelAdapter.template_source``),
+        verified and decoded like :meth:`context`; the manifest was checked against the model first."""
+        return self._objects(manifest, manifest.source, http_api.source_path, cancel)
+
+    def _objects(self, manifest: Manifest, entries: list[ContextEntry], path_of: Callable[[str, int, str], str],
+                 cancel: threading.Event | None) -> dict[str, np.ndarray]:
         out = {}
-        for entry in manifest.context:
-            path = http_api.context_path(manifest.template_id, manifest.version, entry.name)
-            data = self.transport.download(path, sha256=entry.sha256, length=entry.length, cancel=cancel).data
-            out[entry.name] = decode_context(data, tuple(entry.shape), entry.dtype)
+        for entry in entries:
+            path = path_of(manifest.template_id, manifest.version, entry.name)
+            got = self.transport.download(path, sha256=entry.sha256, length=entry.length, cancel=cancel)
+            # the same link as the shards: a phone that computed everything last time still learns its rate
+            busy = max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
+            self.estimator.observe(len(got.data), max(busy, 1e-6))
+            out[entry.name] = decode_context(got.data, tuple(entry.shape), entry.dtype)
         return out
 
     def model_for(self, ref: ModelRef) -> ModelAdapter:
@@ -142,7 +161,7 @@ class EdgeSession:
         image: np.ndarray,
         template: str,
         version: int | str = "latest",
-        policy: str | LevelPolicy = "mpc",
+        policy: str | LevelPolicy = "hybrid",
         *,
         seed: int = 0,
         cancel: threading.Event | None = None,
@@ -160,12 +179,28 @@ class EdgeSession:
         if self.cache is not None:
             self.cache.touch(template)
         fetcher = ShardFetcher(self.transport, manifest, self.estimator, self.cache, clock)
+        template_kv = self._template_computer(chosen, adapter, manifest, context, schedule, cancel)
         pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
-                                limits=limits, clock=clock, cancel=cancel, device=self.device)
+                                limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv)
         pipeline.timeline.manifest_s = clock()
-        latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule, context=context))
+        try:
+            latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule, context=context))
+        finally:
+            if template_kv is not None:
+                template_kv.close()
         result = adapter.latent_to_image(latent)
         timeline = pipeline.timeline
         timeline.compute_end = clock()
         return EditResult(result, timeline, timeline.levels, timeline.network_bytes, clock(), template, manifest.version)
+
+    def _template_computer(self, policy: LevelPolicy, adapter: ModelAdapter, manifest: Manifest,
+                           context: dict[str, np.ndarray], schedule: Schedule,
+                           cancel: threading.Event | None) -> TemplateComputer | None:
+        """The phone's own template KV, when the policy may compute and the model and template allow."""
+        if not (getattr(policy, "computes", False) and adapter.computes_template and manifest.source):
+            return None
+        source = self.source(manifest, cancel=cancel)
+        blocks = adapter.iter_template_kv(source, context=context, task=manifest.task, schedule=schedule)
+        return TemplateComputer(blocks, [s.key for s in manifest.shards], self.compute_model, manifest.model.name,
+                                pace=self.device.after_template if self.device is not None else None)
 

@@ -1,6 +1,7 @@
 """What happened during one edit: per shard its level, bytes and stage times, and every stall.
 
-All times are seconds since the edit began.
+All times are seconds since the edit began. The live pipeline records it as the edit runs; the
+end-to-end simulator (:mod:`sakura.evaluation.simulator`) fills the same record for its edits.
 """
 
 from __future__ import annotations
@@ -11,19 +12,25 @@ from dataclasses import asdict, dataclass, field
 @dataclass
 class ShardTiming:
     index: int
-    shard: str  # the ShardKey, e.g. "s*/l3"
+    shard: str = ""  # the ShardKey, e.g. "s*/l3" (empty in simulated edits)
     level: str = ""
     bytes: int = 0  # bytes fetched over the network for it (abandoned attempts included)
-    source: str = "network"  # or "cache"
+    source: str = "network"  # or "cache", or "computed": the phone computed its KV instead
     chosen_at: float | None = None
-    requested_at: float | None = None
-    first_byte_at: float | None = None
+    requested_at: float | None = None  # of the first attempt
+    first_byte_at: float | None = None  # of the attempt that completed
     arrived_at: float | None = None
+    decode_started_at: float | None = None
     decoded_at: float | None = None
     needed_at: float | None = None  # when the compute stage asked for it
     consumed_at: float | None = None
     attempts: int = 0
     abandoned: list[str] = field(default_factory=list)
+
+    @property
+    def computed(self) -> bool:
+        """The phone computed this shard's KV instead of fetching it."""
+        return self.source == "computed"
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ class Stall:
 
 @dataclass
 class Timeline:
-    policy: str
+    policy: str  # the level policy (live), or the simulated system
     shards: list[ShardTiming]
     stalls: list[Stall] = field(default_factory=list)
     manifest_s: float = 0.0  # spent getting the manifest, before the pipeline started
@@ -49,8 +56,13 @@ class Timeline:
     compute_end: float = 0.0
 
     @property
+    def latency_s(self) -> float:
+        """From the start of the edit to the finished image."""
+        return self.compute_end
+
+    @property
     def stall_s(self) -> float:
-        return sum(s.seconds for s in self.stalls)
+        return sum((s.seconds for s in self.stalls), 0.0)
 
     @property
     def network_bytes(self) -> int:

@@ -151,7 +151,9 @@ class HttpTransport:
                 try:
                     if received:
                         resumed += 1
-                    got = self._stream_into(self.base_url + path, received, sha256, length, progress, op)
+                    # an attempt cut short after its last byte (a stall judged at the end) has nothing left to ask
+                    got = self._stream_into(self.base_url + path, received, sha256, length, progress, op) \
+                        if len(received) < length else None
                     first_byte_at = first_byte_at or got
                     if len(received) == length and hashlib.sha256(received).hexdigest() == sha256:
                         return Download(bytes(received), op.start, first_byte_at or op.start, time.monotonic(), attempt, resumed)

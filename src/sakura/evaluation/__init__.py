@@ -11,7 +11,7 @@ from sakura.evaluation.geometry import TOKEN_RATIOS, EditGeometry, measure_geome
 from sakura.evaluation.profiles import PROFILES, DeviceProfile, device_profile
 from sakura.evaluation.regime import RegimeCurve, regime_curve
 from sakura.evaluation.runs import Run, simulate_runs, summarize
-from sakura.evaluation.simulator import SYSTEMS, EditSimulator, SimEdit, SimShard
+from sakura.evaluation.simulator import SYSTEMS, EditSimulator
 from sakura.evaluation.workloads import WORKLOADS, CodecRates, analytic_geometry, measure_workload, workload_spec
 
 __all__ = [
@@ -31,8 +31,6 @@ __all__ = [
     "FidelityTable",
     "RegimeCurve",
     "Run",
-    "SimEdit",
-    "SimShard",
     "analytic_geometry",
     "device_profile",
     "edit_flops",

@@ -6,14 +6,15 @@ from pathlib import Path
 
 import numpy as np
 
-from sakura.evaluation.simulator import SYSTEMS, EditSimulator, SimEdit
+from sakura.edge_client.timeline import Timeline
+from sakura.evaluation.simulator import SYSTEMS, EditSimulator
 
 LEVEL_COLOURS = {"compact": "#8ecae6", "medium": "#219ebc", "full": "#023047",
                  "cachegen-low": "#ffb703", "cachegen-coarse": "#fb8500", "cachegen-fine": "#c75000"}
-SYSTEM_STYLE = {"sakura": ("#d62828", "-"), "oracle": ("#000000", ":"), "cachegen": ("#fb8500", "-"), "cachegen-matched": ("#fb8500", "--"),
+SYSTEM_STYLE = {"sakura": ("#d62828", "-"), "sakura-fetch-only": ("#d62828", "--"), "oracle": ("#000000", ":"), "cachegen": ("#fb8500", "-"), "cachegen-matched": ("#fb8500", "--"),
                 "on-device": ("#6a994e", "-"), "on-device-uncached": ("#386641", ":"),
                 "on-device-prepared": ("#a7c957", "--"), "full-sequential": ("#7f7f7f", "-"),
-                "sakura-no-pipeline": ("#d62828", "--"), "sakura-fixed-medium": ("#219ebc", "--"), "bound": ("#9d4edd", ":")}
+                "sakura-no-pipeline": ("#d62828", ":"), "sakura-fixed-medium": ("#219ebc", "--"), "bound": ("#9d4edd", ":")}
 
 
 def _pyplot():
@@ -63,24 +64,30 @@ def latency_cdf(path: Path, runs: dict) -> Path:
     return path
 
 
-def gantt(path: Path, edits: dict[str, SimEdit], title: str) -> Path:
+def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
+    """Per edit (live or simulated), each stage's work over time; a stage time an edit lacks (a
+    shard from the cache, or computed on the phone) draws nothing."""
     plt = _pyplot()
     fig, axes = plt.subplots(len(edits), 1, figsize=(10, 2.4 * len(edits)), sharex=True, squeeze=False)
     for ax, (name, edit) in zip(axes[:, 0], edits.items()):
         for s in edit.shards:
             colour = LEVEL_COLOURS.get(s.level, "#888888")
-            ax.barh(2, s.first_byte - s.requested, left=s.requested, color="#dddddd", height=0.6)
-            ax.barh(2, s.arrived - s.first_byte, left=s.first_byte, color=colour, height=0.6, edgecolor="white")
-            ax.barh(1, max(s.decoded - s.decode_start, 1e-3), left=s.decode_start, color=colour, height=0.6)
-        stalls = [(s.needed, s.consumed) for s in edit.shards if s.consumed - s.needed > 1e-6]
-        starts = [edit.compute_start] + [s.consumed for s in edit.shards]
-        ends = [s.needed for s in edit.shards] + [edit.latency_s]
+            if None not in (s.requested_at, s.first_byte_at, s.arrived_at):
+                ax.barh(2, s.first_byte_at - s.requested_at, left=s.requested_at, color="#dddddd", height=0.6)
+                ax.barh(2, s.arrived_at - s.first_byte_at, left=s.first_byte_at, color=colour, height=0.6,
+                        edgecolor="white")
+            if None not in (s.decode_started_at, s.decoded_at):
+                ax.barh(1, max(s.decoded_at - s.decode_started_at, 1e-3), left=s.decode_started_at, color=colour,
+                        height=0.6)
+        starts = [edit.compute_start] + [s.consumed_at for s in edit.shards]
+        ends = [s.needed_at for s in edit.shards] + [edit.latency_s]
         for a, b in zip(starts, ends):
-            ax.barh(0, max(b - a, 0), left=a, color="#6a994e", height=0.6)
-        for a, b in stalls:
-            ax.barh(0, b - a, left=a, color="#d62828", height=0.6)
+            if a is not None and b is not None:
+                ax.barh(0, max(b - a, 0), left=a, color="#6a994e", height=0.6)
+        for stall in edit.stalls:
+            ax.barh(0, stall.seconds, left=stall.start, color="#d62828", height=0.6)
         ax.set_yticks([0, 1, 2], ["compute", "decode", "fetch"])
-        ax.set_title(f"{name}: {edit.latency_s:.3f} s, stalls {sum(b - a for a, b in stalls):.3f} s", fontsize=9)
+        ax.set_title(f"{name}: {edit.latency_s:.3f} s, stalls {edit.stall_s:.3f} s", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("seconds since the edit began (grey: request round trip; red: compute stalled)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in LEVEL_COLOURS.values()]
@@ -92,7 +99,7 @@ def gantt(path: Path, edits: dict[str, SimEdit], title: str) -> Path:
     return path
 
 
-def bandwidth(path: Path, sim: EditSimulator, edit: SimEdit, family: str) -> Path:
+def bandwidth(path: Path, sim: EditSimulator, edit: Timeline, family: str) -> Path:
     plt = _pyplot()
     horizon = max(edit.latency_s * 1.2, 1.0)
     t = np.linspace(0, horizon, 400)
@@ -101,8 +108,10 @@ def bandwidth(path: Path, sim: EditSimulator, edit: SimEdit, family: str) -> Pat
     ax.step(t, rate, where="post", color="#333333", label=f"bandwidth ({sim.trace.name})")
     top = max(max(rate), 1e-3)
     for s in edit.shards:
-        ax.axvspan(s.first_byte, s.arrived, color=LEVEL_COLOURS[s.level], alpha=0.5)
-        ax.text((s.first_byte + s.arrived) / 2, top * 1.02, f"{s.index}:{s.level[0]}", ha="center", fontsize=7)
+        if s.first_byte_at is None or s.arrived_at is None:
+            continue
+        ax.axvspan(s.first_byte_at, s.arrived_at, color=LEVEL_COLOURS.get(s.level, "#888888"), alpha=0.5)
+        ax.text((s.first_byte_at + s.arrived_at) / 2, top * 1.02, f"{s.index}:{s.level[0]}", ha="center", fontsize=7)
     ax.set_xlabel("seconds since the edit began")
     ax.set_ylabel("Mbit/s")
     ax.set_ylim(0, top * 1.15)
@@ -112,23 +121,6 @@ def bandwidth(path: Path, sim: EditSimulator, edit: SimEdit, family: str) -> Pat
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def sim_edit_from_timeline(timeline, name: str) -> SimEdit:
-    """A live edit's :class:`~sakura.edge_client.Timeline` in the simulator's terms, for the same plots."""
-    from sakura.evaluation.simulator import SimShard
-
-    shards, decode_free = [], timeline.compute_start
-    for s in timeline.shards:
-        arrived = s.arrived_at if s.arrived_at is not None else timeline.compute_start
-        shard = SimShard(s.index, s.level, requested=s.requested_at if s.requested_at is not None else arrived,
-                         first_byte=s.first_byte_at if s.first_byte_at is not None else arrived, arrived=arrived,
-                         bytes=s.bytes, abandoned=list(s.abandoned))
-        shard.decode_start = max(arrived, decode_free)
-        shard.decoded = decode_free = s.decoded_at if s.decoded_at is not None else shard.decode_start
-        shard.needed, shard.consumed = s.needed_at or shard.decoded, s.consumed_at or shard.decoded
-        shards.append(shard)
-    return SimEdit(name, timeline.compute_end, shards, timeline.compute_start, timeline.stall_s)
 
 
 RATIO_STYLE = {"cachegen_over_sakura": ("#fb8500", "CacheGen / SAKURA"),

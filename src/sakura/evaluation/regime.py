@@ -50,7 +50,8 @@ def regime_curve(geometries: Sequence[EditGeometry], rates_mbps: Sequence[float]
         sims = [EditSimulator(g, link, 0.0, rtt_s=rtt_s, warm_template=warm_template, cachegen_floor=cachegen_floor)
                 for g in geometries]
         for system in systems:
-            edits = [None if system == "sakura" and hopeless(sim) else sim.run(system).latency_s for sim in sims]
+            edits = [None if system.startswith("sakura-") and hopeless(sim) else sim.run(system).latency_s
+                     for sim in sims]
             latency[system].append(None if None in edits else float(np.median(edits)))
     curve = RegimeCurve(rates, latency)
     for key, system in RATIOS.items():

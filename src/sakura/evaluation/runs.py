@@ -8,8 +8,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from sakura.edge_client.timeline import Timeline
 from sakura.evaluation.geometry import EditGeometry
-from sakura.evaluation.simulator import SYSTEMS, EditSimulator, SimEdit
+from sakura.evaluation.simulator import SYSTEMS, EditSimulator
 from sakura.platform.traces import BandwidthTrace
 
 #: The cellular families of ``../shared/traces`` (pooled as ``cellular`` in the reports).
@@ -25,7 +26,7 @@ class Run:
     start: float
     case: int
     sim: EditSimulator
-    edits: dict[str, SimEdit]
+    edits: dict[str, Timeline]
     bound: float
 
 
@@ -34,8 +35,8 @@ def simulate_runs(geometries: Sequence[EditGeometry], families: dict[str, list[B
                   systems: Sequence[str] = SYSTEMS, skip_hopeless: bool = False,
                   cachegen_slo_s: float | None = None) -> list[Run]:
     """``starts`` evenly spaced start times per trace; the geometries take turns. ``skip_hopeless``:
-    SAKURA's systems are not simulated where :func:`~sakura.evaluation.regime.hopeless` (absent
-    from ``edits``; :func:`latencies` then counts their lower bound)."""
+    SAKURA's fetch-only variants are not simulated where :func:`~sakura.evaluation.regime.hopeless`
+    (absent from ``edits``; :func:`latencies` then counts their lower bound); the hybrid always is."""
     from sakura.evaluation.regime import hopeless
 
     runs = []
@@ -48,7 +49,7 @@ def simulate_runs(geometries: Sequence[EditGeometry], families: dict[str, list[B
                 sim = EditSimulator(geometries[which], trace, start, rtt_s=rtt_s, warm_template=warm_template,
                                     cachegen_floor=floor, cachegen_slo_s=cachegen_slo_s)
                 skip = skip_hopeless and hopeless(sim)
-                edits = {s: sim.run(s) for s in systems if not (skip and s.startswith("sakura"))}
+                edits = {s: sim.run(s) for s in systems if not (skip and s.startswith("sakura-"))}
                 runs.append(Run(family, trace, start, which, sim, edits, sim.bound()))
     return runs
 
@@ -65,7 +66,7 @@ def latencies(runs: Sequence[Run], members: Sequence[str], system: str) -> list[
     if system == "bound":
         return [r.bound for r in runs if r.family in members]
     return [r.edits[system].latency_s if system in r.edits else r.bound
-            for r in runs if r.family in members and (system in r.edits or system.startswith("sakura"))]
+            for r in runs if r.family in members and (system in r.edits or system.startswith("sakura-"))]
 
 
 def stats(values: Sequence[float]) -> dict[str, float]:
@@ -92,7 +93,7 @@ def ratio_table(medians: dict[str, float]) -> dict[str, float]:
 
 
 def summarize(runs: Sequence[Run], systems: Sequence[str],
-              psnr_of: Callable[[Run, SimEdit], float] | None = None) -> dict[str, dict]:
+              psnr_of: Callable[[Run, Timeline], float] | None = None) -> dict[str, dict]:
     """Per family and pooled group: ``families`` (``<system>.{median_s,p90_s[,psnr_db]}``, the bound
     included), ``ratios`` and ``hopeless_runs``: how many runs left SAKURA unsimulated
     (:func:`simulate_runs` ``skip_hopeless``), counted at their lower bound, which makes SAKURA's

@@ -9,14 +9,21 @@ model consume it when the layer that needs it starts. Policies are the edge clie
 live pipeline builds. Compute and decode times come from an :class:`EditGeometry` measured on a
 real model.
 
-Systems: ``sakura`` (robust MPC + overlapped pipeline, with abandonment), ``sakura-no-pipeline``,
+Systems: ``sakura`` (the hybrid: each block computed on the phone or fetched, the fetched ones by
+robust MPC, overlapped pipeline, abandonment), ``sakura-fetch-only`` (the same without computing),
+``sakura-no-pipeline``,
 ``sakura-fixed-medium``, ``full-sequential``, ``cachegen`` (its whole ladder and its own rule, text
 fallback included), ``cachegen-matched`` (only CacheGen configurations whose output is at least as
 faithful as SAKURA's smallest level: the comparison at preserved quality), the on-device baselines
 (``on-device``: the stock pipeline; ``on-device-uncached``: the reference tokens through every block
 at every step; ``on-device-prepared``: prompt embeddings and reference latents downloaded, the
-reference KV computed once), ``oracle`` and the ``bound``. The bounded stage queues of the live
-pipeline are not modelled (at six shards the fetcher never waits on them).
+reference KV computed once), ``oracle`` and the ``bound``. The pipelined systems follow the live
+fetch stage's loop and its bounded stage queues (:data:`~sakura.edge_client.planning.MAX_AHEAD`
+deep): the fetcher hands a download to the decoder only when it wakes to send a request (or drains
+at the end), and not while the decoder's queue is full; the decoder hands a shard to the model only
+while fewer than ``MAX_AHEAD`` wait there; so on a long edit the requests cannot run ahead of the
+model. Each edit is a :class:`~sakura.edge_client.timeline.Timeline`, the record the live
+pipeline keeps.
 
 Every system starts from the same state of the phone. *Cold* (the default): nothing of the
 template is there; each fetches what it needs over the same link, one request a round trip
@@ -28,54 +35,37 @@ are on the phone from an earlier edit, the KV is not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import deque
+from typing import Callable
 
-from sakura.edge_client import BandwidthEstimator, FixedPolicy, LevelPolicy, OraclePolicy, PlanContext, RobustMPCPolicy, ShardOption
-from sakura.edge_client.fetcher import ABANDON_CHECK_S, ABANDON_MIN_S
-from sakura.edge_client.pipeline import MAX_IN_FLIGHT
-from sakura.edge_client.planning import level_utility, normalised_weights
+from sakura.edge_client import (
+    BandwidthEstimator,
+    FixedPolicy,
+    HybridPolicy,
+    LevelPolicy,
+    OraclePolicy,
+    PlanContext,
+    RobustMPCPolicy,
+    ShardOption,
+)
+from sakura.edge_client.planning import (
+    ABANDON_CHECK_S,
+    COMPUTE,
+    ABANDON_MIN_S,
+    MAX_AHEAD,
+    MAX_IN_FLIGHT,
+    level_utility,
+    normalised_weights,
+    plan_context,
+)
+from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
 from sakura.evaluation.cachegen import select_config
 from sakura.evaluation.geometry import EditGeometry
 from sakura.platform.traces import BandwidthTrace
 
 ONDEVICE_SYSTEMS = ("on-device", "on-device-uncached", "on-device-prepared")
-SYSTEMS = ("sakura", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen", "cachegen-matched",
+SYSTEMS = ("sakura", "sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen", "cachegen-matched",
            *ONDEVICE_SYSTEMS, "oracle")
-
-
-@dataclass
-class SimShard:
-    index: int
-    level: str
-    requested: float
-    first_byte: float
-    arrived: float
-    decode_start: float = 0.0
-    decoded: float = 0.0
-    needed: float = 0.0
-    consumed: float = 0.0
-    bytes: int = 0
-    abandoned: list[str] = field(default_factory=list)
-    bytes_final: int = 0  # of the level finally fetched
-    recomputed: bool = False  # CacheGen's text fallback: computed on the phone, not fetched
-    expected_rate: float | None = None  # the estimate when it was requested
-
-
-@dataclass
-class SimEdit:
-    system: str
-    latency_s: float
-    shards: list[SimShard]
-    compute_start: float = 0.0
-    stall_s: float = 0.0
-
-    @property
-    def levels(self) -> tuple[str, ...]:
-        return tuple(s.level for s in self.shards)
-
-    @property
-    def bytes(self) -> int:
-        return sum(s.bytes for s in self.shards)
 
 
 class EditSimulator:
@@ -98,6 +88,12 @@ class EditSimulator:
         self._mean_decode = {lv: sum(geometry.decode_s[lv]) / self.n for lv in geometry.levels}
         self._options = tuple(ShardOption({lv: geometry.sizes[lv][j] for lv in geometry.levels}, self._weights[j])
                               for j in range(self.n))
+        #: Per shard of the edit being simulated: when the live fetcher's near-done timer fires
+        #: (its request plus its bytes at the rate expected then; None without an estimate).
+        self._timers: dict[int, float | None] = {}
+        self._rates: dict[int, float | None] = {}  # the rate each request expected
+        self._compute_cost: dict[int, float] = {}  # per computed shard: the phone's seconds on it
+        self._frontier = 0  # blocks of the template pass the phone has computed through
 
     # -- the link ------------------------------------------------------------------------
     def transfer(self, at: float, nbytes: int) -> float:
@@ -128,8 +124,14 @@ class EditSimulator:
         return est
 
     # -- systems -------------------------------------------------------------------------
-    def run(self, system: str) -> SimEdit:
+    def run(self, system: str) -> Timeline:
+        self._timers.clear()
+        self._rates.clear()
+        self._compute_cost.clear()
+        self._frontier = 0
         if system == "sakura":
+            return self.pipelined(HybridPolicy(), system)
+        if system == "sakura-fetch-only":
             return self.pipelined(RobustMPCPolicy(), system)
         if system == "sakura-fixed-medium":
             return self.pipelined(FixedPolicy(self.g.levels[len(self.g.levels) // 2]), system)
@@ -148,11 +150,11 @@ class EditSimulator:
             return self.ondevice(system)
         raise ValueError(f"unknown system {system!r}")
 
-    def ondevice(self, system: str) -> SimEdit:
+    def ondevice(self, system: str) -> Timeline:
         """Download what the baseline needs (cold), then compute everything on the phone."""
         nbytes = self.g.prepared_bytes if system == "on-device-prepared" else self.g.source_bytes
         t = 0.0 if self.warm_template else self.fetched(0.0, nbytes)
-        return SimEdit(system, t + self.g.ondevice_compute_s(system), [], t)
+        return Timeline(system, [], compute_start=t, compute_end=t + self.g.ondevice_compute_s(system))
 
     def bound(self) -> float:
         """No edit can beat computing alone, nor fetching the smallest level of every shard."""
@@ -160,37 +162,94 @@ class EditSimulator:
         smallest = sum(self.g.sizes[self.g.levels[0]])
         return t + max(self.g.compute_s, self.transfer(t, smallest))
 
-    def pipelined(self, policy: LevelPolicy, system: str, *, abandon: bool = True) -> SimEdit:
-        est, t = self.primed_estimator(), self.preamble_done()
-        shards: list[SimShard] = []
-        request = link_free = decode_free = compute_start = t
-        stall = 0.0
+    def pipelined(self, policy: LevelPolicy, system: str, *, abandon: bool = True) -> Timeline:
+        """The live fetch stage's loop (:meth:`EditPipeline._fetch_stage`), ``t`` its clock: before
+        requesting shard ``i`` it hands the oldest download over if ``MAX_IN_FLIGHT`` are out, waits
+        until the last request is near done, and hands over every download complete by then; a
+        hand-over waits while the decoder's queue is full (:class:`_Stages`)."""
+        hybrid = getattr(policy, "computes", False) and bool(self.g.shard_compute_s)
+        est = self.primed_estimator()
+        t = self.preamble_done(self.g.context_bytes + self.hybrid_source_bytes) if hybrid else self.preamble_done()
+        stages = _Stages(self, Timeline(system, [], compute_start=t), extend=self._extend if hybrid else None)
+        waiting: deque[ShardTiming] = deque()  # requested, not yet handed to the decoder
+        link_free = t
         for i in range(self.n):
-            ctx = self._context(i, request, est, shards, compute_start, decode_free, link_free)
-            shard = self._fetch(i, policy.choose(ctx), request, link_free, est, policy if abandon else None, shards,
-                                compute_start)
-            shard.decode_start = max(shard.arrived, decode_free)
-            shard.decoded = decode_free = shard.decode_start + self.g.decode_s[shard.level][i]
-            shard.needed = compute_start + self.g.startup_s if i == 0 else shards[-1].consumed + self.g.gaps_s[i - 1]
-            shard.consumed = max(shard.decoded, shard.needed)
-            stall += shard.consumed - shard.needed
-            shards.append(shard)
-            link_free, request = shard.arrived, self._next_request(shards)
-        return SimEdit(system, shards[-1].consumed + self.g.gaps_s[-1], shards, compute_start, stall)
+            if hybrid and self._may_compute(i, waiting, stages.edit.shards):
+                ctx = self._context(i, t, est, stages.edit.shards, stages.edit.compute_start, stages.decode_free,
+                                    link_free, can_compute=True)
+                if policy.choose(ctx) == COMPUTE:  # the model takes the shards before it first
+                    while waiting:
+                        stages.hand_over(waiting.popleft(), t)
+                    stages.hand_over(ShardTiming(i, level=COMPUTE, source="computed", chosen_at=t), t)
+                    continue
+            if len(waiting) >= MAX_IN_FLIGHT:
+                t = stages.hand_over(waiting.popleft(), t)
+            if waiting:
+                t = max(t, self._near_done(waiting[-1]))
+            while waiting and waiting[0].arrived_at <= t:
+                t = stages.hand_over(waiting.popleft(), t)
+            done = stages.edit.shards
+            ctx = self._context(i, t, est, done, stages.edit.compute_start, stages.decode_free, link_free)
+            shard = self._fetch(i, policy.choose(ctx), t, link_free, est, policy if abandon else None, done,
+                                stages.edit.compute_start)
+            waiting.append(shard)
+            link_free = shard.arrived_at
+        while waiting:
+            t = stages.hand_over(waiting.popleft(), t)
+        return stages.edit
 
-    def sequential(self, policy: LevelPolicy, system: str) -> SimEdit:
+    @property
+    def hybrid_source_bytes(self) -> int:
+        """The template's source the hybrid fetches with the context objects (the reference latents)."""
+        return max(0, self.g.prepared_bytes - self.g.context_bytes)
+
+    def _may_compute(self, i: int, waiting: deque[ShardTiming], done: list[ShardTiming]) -> bool:
+        """Shard ``i`` can still be computed: it starts a pass, or the shard before it is computed."""
+        if i % self.g.shards_per_step == 0:
+            return True
+        return bool(done) and not waiting and done[-1].index == i - 1 and done[-1].computed
+
+    def _template_s(self, done: list[ShardTiming]) -> tuple[float, ...]:
+        """What the phone knows of its template compute: all of it, or (cold) nothing until it computed a block."""
+        if self.cold and not any(s.computed for s in done):
+            return ()
+        return tuple(self.g.shard_compute_s)
+
+    def _extend(self, edit: Timeline, shard: ShardTiming, needed: float) -> bool:
+        """The live compute stage's rule: at the frontier (every earlier shard of the pass computed),
+        compute a fetched shard whose download is predicted (at the rate expected when it was
+        requested) to end later than computing it would; the download is abandoned then."""
+        i = shard.index
+        frontier = max(self._frontier, i - i % self.g.shards_per_step)
+        if shard.arrived_at is None:
+            return False
+        size, rate = self.g.sizes[shard.level][i], self._rates.get(i)
+        if rate is None or shard.decoded_at is None or shard.decoded_at <= needed:
+            return False
+        received = 0 if needed <= shard.first_byte_at else int(min(size, self.delivered(shard.first_byte_at, needed)))
+        wait = max(0.0, shard.first_byte_at - needed) if needed < shard.first_byte_at else 0.0
+        due = needed + wait + (size - received) / rate + self._mean_decode[shard.level]
+        known = self._template_s(edit.shards)
+        if (not known and frontier != i) or due <= needed + sum(known[frontier:i + 1]):
+            return False
+        shard.abandoned.append(shard.level)
+        shard.bytes = shard.bytes - size + received
+        shard.level, shard.source = COMPUTE, "computed"
+        return True
+
+    def sequential(self, policy: LevelPolicy, system: str) -> Timeline:
         """Fetch everything (levels chosen as the pipelined client would), decode it, then compute."""
         est, t = self.primed_estimator(), self.preamble_done()
-        shards: list[SimShard] = []
+        shards: list[ShardTiming] = []
         request = link_free = t
         for i in range(self.n):
             ctx = self._context(i, request, est, [], t, request, link_free)
             shard = self._fetch(i, policy.choose(ctx), request, link_free, est, None, [], t)
             shards.append(shard)
-            link_free, request = shard.arrived, self._next_request(shards)
+            link_free, request = shard.arrived_at, self._next_request(shards)
         return self._decode_then_compute(system, shards, link_free)
 
-    def cachegen(self, ladder: list[str] | None = None, system: str = "cachegen") -> SimEdit:
+    def cachegen(self, ladder: list[str] | None = None, system: str = "cachegen") -> Timeline:
         """CacheGen adapted to DiT, by its own rule (:func:`~sakura.evaluation.cachegen.select_config`):
         per chunk (shard) the finest configuration whose transfer at the last measured throughput
         fits ``SLO / chunks``, else its text fallback: the phone computes that chunk, which needs
@@ -202,63 +261,97 @@ class EditSimulator:
         t = self.preamble_done(self.g.prepared_bytes)
         throughput = est.estimate().bytes_per_s  # type: ignore[union-attr]
         budget = self.cachegen_slo_s / self.n
-        shards: list[SimShard] = []
+        shards: list[ShardTiming] = []
         request = link_free = decode_free = t
         for i in range(self.n):
             level = select_config({lv: self.g.sizes[lv][i] for lv in ladder}, throughput, budget, ladder)
             if level is None:
-                shards.append(SimShard(i, self.g.levels[-1], request, request, request, request, request,
-                                       recomputed=True))
+                shards.append(ShardTiming(i, level=self.g.levels[-1], source="computed"))
                 continue
-            shard = self._fetch(i, level, request, link_free, None, None, [], t)
-            shard.expected_rate = throughput
-            throughput = shard.bytes / max(shard.arrived - shard.first_byte, 1e-6)
-            shard.decode_start = max(shard.arrived, decode_free)
-            shard.decoded = decode_free = shard.decode_start + self.g.decode_s[level][i]
+            shard = self._fetch(i, level, request, link_free, None, None, [], t, rate=throughput)
+            throughput = shard.bytes / max(shard.arrived_at - shard.first_byte_at, 1e-6)
+            shard.decode_started_at = max(shard.arrived_at, decode_free)
+            shard.decoded_at = decode_free = shard.decode_started_at + self.g.decode_s[level][i]
             shards.append(shard)
-            link_free, request = shard.arrived, self._next_request([s for s in shards if not s.recomputed])
+            link_free, request = shard.arrived_at, self._next_request([s for s in shards if not s.computed])
         return self._compute_after(shards, system, decode_free + self._fallback_compute(shards))
 
-    def _fallback_compute(self, shards: list[SimShard]) -> float:
-        """Computing the recomputed shards: per pass of the reference tokens (a step, or the only one
-        of a KV-cached model), every block up to the highest recomputed one."""
+    def _fallback_compute(self, shards: list[ShardTiming]) -> float:
+        """Computing the shards left to the phone: per pass of the reference tokens (a step, or the
+        only one of a KV-cached model), every block up to the highest computed one."""
         per, total = self.g.shards_per_step, 0.0
         for first in range(0, self.n, per):
-            recomputed = [s.index for s in shards[first:first + per] if s.recomputed]
-            if recomputed:
-                total += sum(self.g.shard_compute_s[first:max(recomputed) + 1])
+            computed = [s.index for s in shards[first:first + per] if s.computed]
+            if computed:
+                total += sum(self.g.shard_compute_s[first:max(computed) + 1])
         return total
 
     # -- mechanics -----------------------------------------------------------------------
-    def _next_request(self, shards: list[SimShard]) -> float:
-        """When the client sends the next request: a round trip before the last response ends, as
-        predicted at request time from the bandwidth estimate (the live fetcher's timer), or at
-        the latest when that response is complete; never with more than ``MAX_IN_FLIGHT`` out."""
-        shard = shards[-1]
-        rate = shard.expected_rate
-        if rate is None:
-            return shard.arrived
-        ideal = shard.arrived - self.rtt
-        window = shards[-MAX_IN_FLIGHT].arrived if len(shards) >= MAX_IN_FLIGHT else 0.0
-        return max(window, min(shard.arrived, max(ideal, shard.requested + shard.bytes_final / rate)))
+    def _near_done(self, shard: ShardTiming) -> float:
+        """When the live fetcher deems ``shard``'s response near done: a round trip before it ends,
+        as predicted at request time from the bandwidth estimate (its timer), or at the latest
+        when it is complete."""
+        timer = self._timers.get(shard.index)
+        if timer is None:
+            return shard.arrived_at
+        return min(shard.arrived_at, max(shard.arrived_at - self.rtt, timer))
 
-    def _decode_then_compute(self, system: str, shards: list[SimShard], t: float) -> SimEdit:
+    def _next_request(self, shards: list[ShardTiming]) -> float:
+        """When a client fetching without the pipeline's queues sends the next request: once the
+        last is near done, never with more than ``MAX_IN_FLIGHT`` out."""
+        window = shards[-MAX_IN_FLIGHT].arrived_at if len(shards) >= MAX_IN_FLIGHT else 0.0
+        return max(window, self._near_done(shards[-1]))
+
+    def _consume(self, edit: Timeline, shard: ShardTiming, available: float) -> None:
+        """The model asks for ``shard`` after its compute since the previous one (or the start) and
+        takes it once ``available``; the wait between is a stall."""
+        i = shard.index
+        shard.needed_at = self._needed(edit, i)
+        if shard.level != COMPUTE:  # fetched (or computed before the model ran: CacheGen's fallback)
+            shard.consumed_at = max(available, shard.needed_at)
+        else:
+            shard.consumed_at = shard.decoded_at = shard.needed_at
+            frontier = max(self._frontier, i - i % self.g.shards_per_step)
+            self._compute_cost[i] = sum(self.g.shard_compute_s[frontier:i + 1])
+            self._frontier = i + 1
+        if shard.consumed_at > shard.needed_at:
+            edit.stalls.append(Stall(i, shard.needed_at, shard.consumed_at))
+        edit.shards.append(shard)
+        edit.compute_end = shard.consumed_at + self.g.gaps_s[i] + self._computing(shard)
+
+    def _needed(self, edit: Timeline, index: int) -> float:
+        """When the model asks for shard ``index``: after its compute since the previous one (or the start)."""
+        before = edit.shards[-1] if edit.shards else None
+        if before is None:
+            return edit.compute_start + self.g.startup_s
+        return before.consumed_at + self.g.gaps_s[index - 1] + self._computing(before)
+
+    def _computing(self, shard: ShardTiming) -> float:
+        """The phone's time computing ``shard``'s template KV (nothing for a fetched one)."""
+        return self._compute_cost.get(shard.index, 0.0) if shard.level == COMPUTE else 0.0
+
+    def _decode_then_compute(self, system: str, shards: list[ShardTiming], t: float) -> Timeline:
         for shard in shards:
-            shard.decode_start = t
-            shard.decoded = t = t + self.g.decode_s[shard.level][shard.index]
+            shard.decode_started_at = t
+            shard.decoded_at = t = t + self.g.decode_s[shard.level][shard.index]
         return self._compute_after(shards, system, t)
 
-    def _compute_after(self, shards: list[SimShard], system: str, t: float) -> SimEdit:
-        shards[0].needed = shards[0].consumed = t + self.g.startup_s
-        for prev, shard in zip(shards, shards[1:]):
-            shard.needed = shard.consumed = prev.consumed + self.g.gaps_s[prev.index]
-        return SimEdit(system, shards[-1].consumed + self.g.gaps_s[-1], shards, t)
+    def _compute_after(self, shards: list[ShardTiming], system: str, t: float) -> Timeline:
+        """Every shard is on the phone at ``t``: the model computes without a stall."""
+        edit = Timeline(system, [], compute_start=t)
+        for shard in shards:
+            self._consume(edit, shard, t)
+        return edit
 
     def _fetch(self, i: int, level: str, t: float, link_free: float, est: BandwidthEstimator | None,
-               policy: LevelPolicy | None, consumed: list[SimShard], compute_start: float) -> SimShard:
-        """Request shard ``i`` at ``t``; its bytes flow once the link is free and a round trip passed."""
-        shard = SimShard(i, level, requested=t, first_byte=max(t + self.rtt, link_free), arrived=0.0)
+               policy: LevelPolicy | None, consumed: list[ShardTiming], compute_start: float,
+               rate: float | None = None) -> ShardTiming:
+        """Request shard ``i`` at ``t``; its bytes flow once the link is free and a round trip passed.
+        ``rate``: the throughput the request expects when there is no estimator."""
+        shard = ShardTiming(i, level=level, chosen_at=t, requested_at=t)
         estimate = est.estimate() if est is not None else None
+        if estimate is not None:
+            rate = estimate.bytes_per_s
         while True:
             begin = max(t + self.rtt, link_free)
             size = self.g.sizes[level][i]
@@ -271,43 +364,83 @@ class EditSimulator:
             shard.bytes += received
             est.observe(received, at - begin)  # type: ignore[union-attr]
             t, link_free, level = at, at, smaller
-        shard.level, shard.arrived, shard.first_byte = level, arrival, begin
-        shard.requested, shard.bytes_final = t, size
-        shard.expected_rate = estimate.bytes_per_s if estimate is not None else None
+        shard.level, shard.arrived_at, shard.first_byte_at = level, arrival, begin
         shard.bytes += size
+        shard.attempts = 1
+        self._timers[i] = None if rate is None else t + size / rate
+        self._rates[i] = rate
         if est is not None:
             est.observe_rtt(begin - t)
             est.observe(size, max(arrival - begin, 1e-6))
         return shard
 
-    def _abandon_point(self, i, level, begin, arrival, est, policy, consumed, compute_start):
+    def _abandon_point(self, i: int, level: str, begin: float, arrival: float, est: BandwidthEstimator | None,
+                       policy: LevelPolicy | None, consumed: list[ShardTiming],
+                       compute_start: float) -> tuple[float, int, str] | None:
         if policy is None or est is None or arrival - begin <= ABANDON_MIN_S:
             return None
         size, at = self.g.sizes[level][i], begin + ABANDON_MIN_S
         while at < arrival:
             received = int(min(size, self.delivered(begin, at)))
-            ctx = self._context(i, at, est, [s for s in consumed if s.consumed <= at], compute_start, at, arrival)
+            done = [s for s in consumed if s.consumed_at is not None and s.consumed_at <= at]
+            ctx = self._context(i, at, est, done, compute_start, at, arrival)
             smaller = policy.abandon(ctx, level, received, received / (at - begin))
             if smaller is not None and smaller != level:
                 return at, received, smaller
             at += ABANDON_CHECK_S
         return None
 
-    def _context(self, i: int, now: float, est: BandwidthEstimator, done: list[SimShard], compute_start: float,
-                 decode_free: float, link_free: float) -> PlanContext:
+    def _context(self, i: int, now: float, est: BandwidthEstimator, done: list[ShardTiming], compute_start: float,
+                 decode_free: float, link_free: float, can_compute: bool = False) -> PlanContext:
+        """What the live pipeline's policy would know at ``now`` (``done``: the shards consumed so far)."""
         g = self.g
         startup, gaps = g.startup_s, list(g.gaps_s)
         if self.cold:  # a fresh session learns compute times as the model asks for shards
-            asked = {s.index for s in done if s.needed <= now}
+            asked = {s.index for s in done if s.needed_at is not None and s.needed_at <= now}
             startup = startup if 0 in asked else 0.0
             gaps = [gap if j + 1 in asked else 0.0 for j, gap in enumerate(gaps)]
-        known = [s for s in done if s.consumed <= now]
-        if known:
-            ready = known[-1].consumed + sum(gaps[known[-1].index:i])
-        else:
-            ready = compute_start + startup + sum(gaps[:i])
-        return PlanContext(
-            now=now, index=i, levels=tuple(g.levels),
-            shards=self._options,
-            utility=self._utility, estimate=est.estimate(), rtt_s=est.rtt_s, compute=tuple(gaps),
-            decode_s=self._mean_decode, ready_at=ready, decode_free_at=decode_free, link_free_at=link_free)
+        known = [s for s in done if s.consumed_at is not None and s.consumed_at <= now]
+        last = (known[-1].index, known[-1].consumed_at) if known else None
+        return plan_context(now, i, levels=g.levels, shards=self._options, utility=self._utility,
+                            estimate=est.estimate(), rtt_s=est.rtt_s, compute=gaps, startup=startup,
+                            decode_s=self._mean_decode, compute_start=compute_start, last_consumed=last,
+                            decode_free_at=decode_free, link_free_at=link_free,
+                            template_compute=self._template_s(done) if can_compute else (),
+                            pass_shards=self.g.shards_per_step, can_compute=can_compute)
+
+
+class _Stages:
+    """The live pipeline's decoder and model behind its bounded queues, ``MAX_AHEAD`` deep: a
+    download handed over waits while ``MAX_AHEAD`` encoded shards wait for the decoder; the decoder
+    takes shard ``k`` once it has handed ``k - 1`` to the model, which it can only do while fewer
+    than ``MAX_AHEAD`` decoded shards wait there (:meth:`StreamingKV.offer`)."""
+
+    def __init__(self, sim: EditSimulator, edit: Timeline,
+                 extend: Callable[[Timeline, ShardTiming, float], bool] | None = None) -> None:
+        self.sim, self.edit, self.extend = sim, edit, extend
+        self.offered: list[float] = []  # per shard handed over: when the decoder gave it to the model
+
+    @property
+    def decode_free(self) -> float:
+        return self.offered[-1] if self.offered else self.edit.compute_start
+
+    def hand_over(self, shard: ShardTiming, t: float) -> float:
+        """The fetch stage, free at ``t``, hands the download ``shard`` to the decoder; then the
+        decoder and the model take it in turn. Returns when the fetch stage is free again."""
+        k, done = shard.index, self.edit.shards
+        if shard.computed:  # left to the phone: no download, no decode
+            self.offered.append(self.decode_free)
+            self.sim._consume(self.edit, shard, t)
+            return t
+        put = max(t, shard.arrived_at)
+        if k >= MAX_AHEAD and done[k - MAX_AHEAD].decode_started_at is not None:  # None: computed
+            put = max(put, done[k - MAX_AHEAD].decode_started_at)
+        shard.decode_started_at = max(put, self.decode_free)
+        shard.decoded_at = shard.decode_started_at + self.sim.g.decode_s[shard.level][k]
+        offered = shard.decoded_at if k < MAX_AHEAD else max(shard.decoded_at, done[k - MAX_AHEAD].consumed_at)
+        self.offered.append(offered)
+        if self.extend is not None and self.extend(self.edit, shard, self.sim._needed(self.edit, k)):
+            shard.decode_started_at = shard.decoded_at = None
+        self.sim._consume(self.edit, shard, offered)
+        return put
+

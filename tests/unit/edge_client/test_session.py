@@ -78,11 +78,13 @@ def test_requests_carry_only_template_version_shard_and_level(proxy, reference_m
         start = len(proxy.requests)
         with EdgeSession(proxy.url, models=lambda _: reference_model) as session:
             session.edit(load_image(photo), "portrait", policy="fixed-medium", seed=7)
+            source = session.source(session.manifest("portrait", 1))  # what the phone computes KV from
+            assert set(source) == set(reference_model.source_limits())
         sequences.append(proxy.requests[start:])
     allowed = re.compile(r"^/v1/templates/[a-z0-9][a-z0-9._-]*/versions/[a-z0-9._-]+/"
-                         r"(manifest|shards/\d+/[a-z][a-z0-9_-]*)$")
+                         r"(manifest|shards/\d+/[a-z][a-z0-9_-]*|(context|source)/[a-z][a-z0-9_]*)$")
     for recorded in sequences:
-        assert recorded
+        assert any("/source/" in r.path for r in recorded)
         for r in recorded:
             assert r.method == "GET" and r.body == b"" and allowed.match(r.path), r
             assert {k.lower() for k in r.headers} <= {"host", "user-agent", "accept-encoding", "range", "if-range"}, r.headers

@@ -29,7 +29,7 @@ def test_no_system_beats_the_bound_and_sakura_stays_near_the_oracle(measured):
             edits = {s: sim.run(s) for s in SYSTEMS}
             bound = sim.bound()
             for system, edit in edits.items():
-                fetches_everything = edit.shards and not any(shard.recomputed for shard in edit.shards)
+                fetches_everything = edit.shards and not any(shard.computed for shard in edit.shards)
                 if fetches_everything:  # the bound is that of an edit fetching every shard
                     assert edit.latency_s >= bound - 1e-9, (family, system)
             assert edits["sakura"].latency_s <= edits["full-sequential"].latency_s + 1e-9
@@ -38,13 +38,13 @@ def test_no_system_beats_the_bound_and_sakura_stays_near_the_oracle(measured):
             # reaches 1.6-1.9 and full-sequential 8-12, so a policy that stops adapting fails this.
             assert edits["sakura"].latency_s <= ORACLE_GOAL * edits["oracle"].latency_s, (family, start)
             for edit in edits.values():
-                assert edit.stall_s >= 0 and all(s.consumed >= s.needed - 1e-12 for s in edit.shards)
+                assert edit.stall_s >= 0 and all(s.consumed_at >= s.needed_at - 1e-12 for s in edit.shards)
 
 
 def test_fast_link_full_everywhere_and_latency_close_to_compute(measured):
     _, g, _ = measured
     sim = EditSimulator(g, steady(5000.0), 10.0, rtt_s=0.01)
-    edit = sim.run("sakura")
+    edit = sim.run("sakura-fetch-only")
     assert set(edit.levels) == {"full"}
     assert edit.latency_s < sim.preamble_done() + g.compute_s + 0.05
     ondevice = sim.run("on-device")
@@ -55,15 +55,15 @@ def test_fast_link_full_everywhere_and_latency_close_to_compute(measured):
 def test_slow_link_smallest_levels(measured):
     _, g, _ = measured
     sim = EditSimulator(g, steady(0.5), 10.0)
-    assert set(sim.run("sakura").levels) == {"compact"}
+    assert set(sim.run("sakura-fetch-only").levels) == {"compact"}
     cachegen = sim.run("cachegen")  # its rule: nothing fits SLO / chunks at 0.5 Mbit/s, so it recomputes
-    assert all(shard.recomputed for shard in cachegen.shards) and cachegen.bytes == 0
+    assert all(shard.computed for shard in cachegen.shards) and cachegen.network_bytes == 0
     assert set(sim.run("sakura-fixed-medium").levels) == {"medium"}
-    assert sim.run("full-sequential").latency_s > sim.run("sakura").latency_s * 5
+    assert sim.run("full-sequential").latency_s > sim.run("sakura-fetch-only").latency_s * 5
 
 
 def test_a_cold_session_starts_small_and_unknown_systems_are_refused(measured):
     _, g, _ = measured
-    assert EditSimulator(g, steady(1000.0), 1.0, cold=True).run("sakura").levels[0] == "compact"
+    assert EditSimulator(g, steady(1000.0), 1.0, cold=True).run("sakura-fetch-only").levels[0] == "compact"
     with pytest.raises(ValueError):
         EditSimulator(g, steady(1.0), 0.0).run("magic")

@@ -1,0 +1,66 @@
+"""Compute or fetch, live: real edits through the shard API over an in-process trace link, with an
+emulated phone of known speed (PacedDevice), so each outcome follows from the timing, not luck."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sakura.edge_client import COMPUTE, EdgeSession, EditResult
+from sakura.edge_client.emulation import PacedDevice, TraceLink
+from sakura.platform.images import load_image
+from sakura.platform.models import ModelAdapter
+from sakura.platform.traces import BandwidthTrace
+
+PHOTO, TEMPLATE = "skimage:coffee", "portrait"
+RTT_S = 0.03
+SHARDS = 6
+
+
+def edits(url: str, model: ModelAdapter, trace: BandwidthTrace, device: PacedDevice | None, *,
+          warm_ups: tuple[float, ...] = (0.0,), at: float = 0.0) -> EditResult:
+    """The edit under test from ``at`` seconds into ``trace``, after one edit from each of
+    ``warm_ups`` so the phone knows its link and what computing a block costs it."""
+    link = TraceLink(trace, rtt_s=RTT_S)
+    with EdgeSession(url, link=link, device=device, models=lambda _: model) as session:
+        for offset in (*warm_ups, at):
+            link.offset_s = offset
+            link.start()
+            result = session.edit(load_image(PHOTO), TEMPLATE, 1)
+        return result
+
+
+def exact(url: str, model: ModelAdapter) -> np.ndarray:
+    with EdgeSession(url, models=lambda _: model) as session:
+        return session.edit(load_image(PHOTO), TEMPLATE, 1, "fixed-full").image
+
+
+def test_a_dead_link_computes_every_block_and_the_image_is_the_lossless_one(api, reference_model):
+    """Cold phone: it has never computed a block, so it learns at the first one it would wait for."""
+    result = edits(api.url, reference_model, BandwidthTrace.constant(0.1), None, warm_ups=())
+    assert result.computed == list(range(SHARDS)) and result.levels == [COMPUTE] * SHARDS
+    assert np.array_equal(result.image, exact(api.url, reference_model))
+
+
+def test_a_fast_link_fetches_every_block_when_computing_is_slow(api, reference_model):
+    """Two warm-ups teach the phone its link and what a block costs it (it computes one to learn)."""
+    device = PacedDevice(0.05, template_s=0.5)
+    result = edits(api.url, reference_model, BandwidthTrace.constant(1000.0), device, warm_ups=(0.0, 0.0))
+    assert result.computed == [] and COMPUTE not in result.levels and result.bytes > 0
+
+
+def test_in_between_the_phone_computes_the_first_blocks_and_fetches_the_rest(api, reference_model):
+    device = PacedDevice(0.05, template_s=0.1)
+    result = edits(api.url, reference_model, BandwidthTrace.constant(1.0), device)
+    assert 0 < len(result.computed) < SHARDS, result.levels  # some blocks computed, some fetched
+    assert 0 in result.computed  # the first block is due at once: computing it beats its round trip
+
+
+def test_when_the_link_dies_mid_edit_the_late_blocks_are_computed(api, reference_model):
+    """Fast for the warm-up and the edit's first 0.15 s, then 20 kbit/s: a block still to come would
+    take seconds, so the phone runs the template pass up to it instead, and the edit completes
+    (before the hybrid, a download caught by the drop failed the edit after its retries)."""
+    step = BandwidthTrace("step-down", "test", np.array([0.0, 30.0]), np.array([100.0, 0.02]), 3600.0)
+    device = PacedDevice(0.1, template_s=0.02)
+    result = edits(api.url, reference_model, step, device, at=29.85)
+    assert result.levels[-1] == COMPUTE, result.levels
+    assert result.timeline.stall_s < 1.0  # a single shard at 20 kbit/s would take seconds

@@ -1,0 +1,77 @@
+"""Compute-or-fetch planning on the shared timing model (pure: no clock, no network)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from sakura.edge_client import Estimate, PlanContext, ShardOption, make_policy, simulate
+from sakura.edge_client.planning import COMPUTE, best_split, constant_rate, level_utility
+
+LEVELS = ("compact", "medium", "full")
+SIZES = {"compact": 20_000, "medium": 40_000, "full": 240_000}
+N = 6
+TEMPLATE_S = 0.03  # the phone computes one block of the template in 30 ms
+LAYER_S = 0.01  # the request tokens through one block
+
+
+def ctx(rate: float, *, n: int = N, pass_shards: int = 0, index: int = 0, can_compute: bool = True) -> PlanContext:
+    shards = tuple(ShardOption(dict(SIZES)) for _ in range(n))
+    return PlanContext(now=0.0, index=index, levels=LEVELS, shards=shards, utility=level_utility(SIZES),
+                       estimate=Estimate(rate, 0.0), rtt_s=0.01, compute=(LAYER_S,) * n,
+                       decode_s={lv: 0.001 for lv in LEVELS}, ready_at=0.0, template_compute=(TEMPLATE_S,) * n,
+                       pass_shards=pass_shards, can_compute=can_compute)
+
+
+def finish(c: PlanContext, plan: list[str], rate: float) -> float:
+    return simulate(c, plan, constant_rate(rate)).ready
+
+
+def test_a_computed_shard_costs_its_template_compute_and_no_link_time():
+    c = ctx(1e3)
+    state = simulate(c, [COMPUTE] * N, constant_rate(1e3))
+    assert state.ready == pytest.approx(N * (TEMPLATE_S + LAYER_S))
+    assert state.stall == 0.0 and state.computing == pytest.approx(N * TEMPLATE_S)
+    assert state.fetch_free == 0.0  # the link never carried a byte
+
+
+@pytest.mark.parametrize("rate, expected", [(1e3, N), (1e9, 0)])
+def test_a_dead_link_computes_everything_and_a_fast_one_fetches_everything(rate, expected):
+    assert best_split(ctx(rate), constant_rate(rate)) == expected
+    choice = make_policy("hybrid").choose(ctx(rate))
+    assert (choice == COMPUTE) == (expected > 0)
+
+
+def test_in_between_the_split_beats_both_pure_plans():
+    """At 1 MB/s a compact shard takes 20 ms to arrive and 30 ms to compute: fetching all of them
+    stalls behind the link, computing all of them costs 180 ms; a split does better than either."""
+    rate = 1e6
+    c = ctx(rate)
+    split = best_split(c, constant_rate(rate))
+    assert 0 < split < N
+    hybrid = [COMPUTE] * split + ["compact"] * (N - split)
+    assert finish(c, hybrid, rate) < finish(c, [COMPUTE] * N, rate)
+    assert finish(c, hybrid, rate) < min(finish(c, [lv] * N, rate) for lv in LEVELS)
+
+
+def test_the_split_is_the_best_of_every_prefix():
+    rate = 1e6
+    c = ctx(rate)
+    split = best_split(c, constant_rate(rate))
+    for other in range(N + 1):
+        plans = [[COMPUTE] * other + [lv] * (N - other) for lv in LEVELS]
+        assert finish(c, [COMPUTE] * split + ["compact"] * (N - split), rate) <= min(finish(c, p, rate) for p in plans) + 1e-9
+
+
+def test_no_source_or_a_fetched_block_below_means_fetch_only():
+    assert best_split(ctx(1e3, can_compute=False), constant_rate(1e3)) == 0
+    assert best_split(replace(ctx(1e3), template_compute=()), constant_rate(1e3)) == 0
+    assert make_policy("hybrid").choose(ctx(1e3, can_compute=False)) == "compact"
+
+
+def test_per_step_models_split_within_the_pass():
+    c = ctx(1e3, n=2 * N, pass_shards=N)
+    assert c.pass_end() == N and c.pass_end(N + 1) == 2 * N
+    assert best_split(c, constant_rate(1e3)) == N
+    assert best_split(replace(c, index=N + 2), constant_rate(1e3)) == N - 2
