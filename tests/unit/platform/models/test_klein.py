@@ -27,24 +27,14 @@ SCHEDULE = Schedule(steps=3, strength=0.8)
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
-    return export("tiny-klein", tmp_path_factory.mktemp("pipelines") / "tiny-klein")
-
-
-@pytest.fixture(scope="module")
-def cloud(folder):
-    return load_model(str(folder))
-
-
-@pytest.fixture(scope="module")
-def edit(cloud):
-    res = cloud.resolution
+def edit(klein):
+    res = klein.resolution
     template = Template(fit_image(load_image("skimage:brick"), res), "a brick wall texture")
     request = EditRequest(fit_image(load_image("skimage:coffee"), res), seed=3)
     return template, request
 
 
-def test_latent_helpers_equal_diffusers_own(cloud, edit):
+def test_latent_helpers_equal_diffusers_own(klein, edit):
     from diffusers.pipelines.flux2.pipeline_flux2_klein_kv import Flux2KleinKVPipeline as P
     from diffusers.pipelines.flux2.pipeline_flux2_klein_kv import compute_empirical_mu
 
@@ -60,29 +50,29 @@ def test_latent_helpers_equal_diffusers_own(cloud, edit):
     for seq, steps in [(256, 4), (4096, 28), (5000, 50)]:
         assert ours.empirical_mu(seq, steps) == compute_empirical_mu(seq, steps)
     photo = torch.rand(1, 3, 64, 64, generator=g) * 2 - 1
-    assert torch.equal(ours.encode_image(cloud.vae, photo), cloud.pipe._encode_vae_image(photo, generator=None))
+    assert torch.equal(ours.encode_image(klein.vae, photo), klein.pipe._encode_vae_image(photo, generator=None))
 
 
-def test_replay_is_exact_and_the_edit_equals_the_stock_pipeline(folder):
-    report = verify_model(str(folder), steps=3, repeats=1)
+def test_replay_is_exact_and_the_edit_equals_the_stock_pipeline(klein_folder):
+    report = verify_model(str(klein_folder), steps=3, repeats=1)
     assert report.exact and report.rel_l2_diff == 0.0
     assert report.pipeline == "Flux2KleinKVPipeline" and report.pipeline_parity
     assert report.pipeline_max_abs_diff == 0.0  # bit-exact, not merely within 1e-5
     assert report.shards == 4 and report.template_tokens == 256
 
 
-def test_img2img_starts_from_the_users_photo_and_the_kv_does_not_depend_on_it(cloud, edit):
+def test_img2img_starts_from_the_users_photo_and_the_kv_does_not_depend_on_it(klein, edit):
     template, request = edit
-    other = EditRequest(fit_image(load_image("skimage:astronaut"), cloud.resolution), seed=9)
-    a, b = cloud.capture(template, request, SCHEDULE), cloud.capture(template, other, SCHEDULE)
+    other = EditRequest(fit_image(load_image("skimage:astronaut"), klein.resolution), seed=9)
+    a, b = klein.capture(template, request, SCHEDULE), klein.capture(template, other, SCHEDULE)
     assert all(np.array_equal(a.kv[k].k, b.kv[k].k) and np.array_equal(a.kv[k].v, b.kv[k].v) for k in a.kv.keys)
     assert not torch.equal(a.output, b.output)
 
 
-def test_replay_reads_each_shard_once_in_the_order_blocks_run(folder, cloud, edit):
+def test_replay_reads_each_shard_once_in_the_order_blocks_run(klein_folder, klein, edit):
     template, request = edit
-    kv = cloud.capture(template, request, SCHEDULE).kv
-    phone = load_model(str(folder), phone=True)
+    kv = klein.capture(template, request, SCHEDULE).kv
+    phone = load_model(str(klein_folder), phone=True)
     read: list[ShardKey] = []
 
     class Recording:
@@ -92,7 +82,7 @@ def test_replay_reads_each_shard_once_in_the_order_blocks_run(folder, cloud, edi
             read.append(key)
             return kv[key]
 
-    phone.replay(Recording(), template.prompt, request, SCHEDULE, context=cloud.template_context(template))
+    phone.replay(Recording(), template.prompt, request, SCHEDULE, context=klein.template_context(template))
     assert tuple(read) == phone.kv_geometry(SCHEDULE.steps).keys
 
 
@@ -111,32 +101,32 @@ print("components", sorted(vars(phone.pipe or object()).keys()) if phone.pipe el
 """
 
 
-def test_the_phone_loads_vae_and_transformer_only_and_never_imports_transformers(folder, cloud, edit, tmp_path):
+def test_the_phone_loads_vae_and_transformer_only_and_never_imports_transformers(klein_folder, klein, edit, tmp_path):
     template, request = edit
-    kv = cloud.capture(template, request, SCHEDULE).kv
-    context = cloud.template_context(template)
+    kv = klein.capture(template, request, SCHEDULE).kv
+    context = klein.template_context(template)
     arrays = {f"{side}{i}": getattr(kv[ShardKey(None, i)], side) for i in range(4) for side in "kv"}
     np.savez(tmp_path / "kv.npz", fingerprint=kv.model_fingerprint, photo=request.image, embeds=context["prompt_embeds"],
              **arrays)
-    done = subprocess.run([sys.executable, "-c", _PHONE, str(folder), str(tmp_path / "kv.npz"), str(tmp_path / "out.npy")],
+    done = subprocess.run([sys.executable, "-c", _PHONE, str(klein_folder), str(tmp_path / "kv.npz"), str(tmp_path / "out.npy")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "components None False"
-    expected = cloud.stock_image(template, request, SCHEDULE, context)
+    expected = klein.stock_image(template, request, SCHEDULE, context)
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), expected)
 
 
-def test_a_phone_adapter_cannot_encode_prompts(folder, edit):
-    phone = load_model(str(folder), phone=True)
-    assert phone.fingerprint == load_model(str(folder)).fingerprint
+def test_a_phone_adapter_cannot_encode_prompts(klein_folder, edit):
+    phone = load_model(str(klein_folder), phone=True)
+    assert phone.fingerprint == load_model(str(klein_folder)).fingerprint
     with pytest.raises(ModelError, match="text encoder"):
         phone.template_context(edit[0])
 
 
-def test_bad_folders_are_typed_errors_naming_the_file_and_field(folder, tmp_path):
+def test_bad_folders_are_typed_errors_naming_the_file_and_field(klein_folder, tmp_path):
     def broken(change) -> Path:
         copy = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
-        shutil.copytree(folder, copy)
+        shutil.copytree(klein_folder, copy)
         change(copy)
         return copy
 
@@ -158,28 +148,28 @@ def test_bad_folders_are_typed_errors_naming_the_file_and_field(folder, tmp_path
         load_model(str(odd), phone=True)
 
 
-def test_a_reference_image_the_model_cannot_take_is_refused(cloud):
+def test_a_reference_image_the_model_cannot_take_is_refused(klein):
     with pytest.raises(ModelError, match="reference image is 48x48"):
-        cloud.capture(Template(np.zeros((48, 48, 3), np.float32), "p"), EditRequest(np.zeros((64, 64, 3), np.float32)),
+        klein.capture(Template(np.zeros((48, 48, 3), np.float32), "p"), EditRequest(np.zeros((64, 64, 3), np.float32)),
                       SCHEDULE)
 
 
-def test_kv_of_another_pipeline_is_refused(folder, cloud, edit, tmp_path):
+def test_kv_of_another_pipeline_is_refused(klein_folder, klein, edit, tmp_path):
     other = load_model(str(export("tiny-klein", tmp_path / "other")))  # same config, other... same seed
-    assert other.fingerprint == cloud.fingerprint  # a deterministic export: the same model
+    assert other.fingerprint == klein.fingerprint  # a deterministic export: the same model
     with torch.no_grad():
         other.model.proj_out.weight.add_(1.0)
     other._fingerprint = None
     template, request = edit
     with pytest.raises(ModelError, match="built for model"):
-        other.replay(cloud.capture(template, request, SCHEDULE).kv, "", request, SCHEDULE,
-                     context=cloud.template_context(template))
+        other.replay(klein.capture(template, request, SCHEDULE).kv, "", request, SCHEDULE,
+                     context=klein.template_context(template))
 
 
-def test_an_export_is_the_same_pipeline_every_time(folder, tmp_path):
+def test_an_export_is_the_same_pipeline_every_time(klein_folder, tmp_path):
     again = export("tiny-klein", tmp_path / "again")
-    files = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+    files = sorted(p.relative_to(klein_folder) for p in klein_folder.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
-    assert all((folder / f).read_bytes() == (again / f).read_bytes() for f in files)
-    tokenizer = load_model(str(folder)).pipe.tokenizer
+    assert all((klein_folder / f).read_bytes() == (again / f).read_bytes() for f in files)
+    tokenizer = load_model(str(klein_folder)).pipe.tokenizer
     assert tokenizer.decode(tokenizer("a brick wall texture")["input_ids"]) == "a brick wall texture"

@@ -8,7 +8,6 @@ import itertools
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,41 +19,30 @@ from sakura.platform.images import fit_image, load_image
 from sakura.platform.kv import TemplateKV
 from sakura.platform.models import EditRequest, Schedule, Template, load_model
 from sakura.platform.models.pipelines.klein import REFERENCE_IDS, REFERENCE_LATENTS
-from sakura.platform.models.pipelines.tiny import export
 from tests.helpers import WITHOUT_TRANSFORMERS
 
 SCHEDULE = Schedule(steps=2, strength=0.8)
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
-    return export("tiny-klein", tmp_path_factory.mktemp("pipelines") / "tiny-klein")
+def phone(klein_folder):
+    return load_model(str(klein_folder), phone=True)
 
 
 @pytest.fixture(scope="module")
-def cloud(folder):
-    return load_model(str(folder))
-
-
-@pytest.fixture(scope="module")
-def phone(folder):
-    return load_model(str(folder), phone=True)
-
-
-@pytest.fixture(scope="module")
-def published(cloud):
+def published(klein):
     """A template, its captured KV and what ships with it, decoded as a phone decodes it."""
-    template = Template(fit_image(load_image("skimage:brick"), cloud.resolution), "a brick wall texture")
-    kv = cloud.capture(template, EditRequest(fit_image(load_image("skimage:coffee"), cloud.resolution)), SCHEDULE).kv
-    source = {name: decode_context(*encode_context(array)) for name, array in cloud.template_source(template).items()}
-    return template, kv, source, cloud.template_context(template)
+    template = Template(fit_image(load_image("skimage:brick"), klein.resolution), "a brick wall texture")
+    kv = klein.capture(template, EditRequest(fit_image(load_image("skimage:coffee"), klein.resolution)), SCHEDULE).kv
+    source = {name: decode_context(*encode_context(array)) for name, array in klein.template_source(template).items()}
+    return template, kv, source, klein.template_context(template)
 
 
 def _worker_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name == "sakura-template-kv"]
 
 
-def test_the_phone_computes_the_published_kv_bit_for_bit_and_mixes_it(cloud, phone, published):
+def test_the_phone_computes_the_published_kv_bit_for_bit_and_mixes_it(klein, phone, published):
     template, kv, source, context = published
     assert phone.pipe is None and phone.computes_template and set(source) == set(phone.source_limits())
     assert {name: array.shape for name, array in source.items()} == phone.source_limits()
@@ -117,10 +105,10 @@ print("transformers" in sys.modules)
 """
 
 
-def test_the_phone_computes_without_importing_transformers(folder, published, tmp_path):
+def test_the_phone_computes_without_importing_transformers(klein_folder, published, tmp_path):
     _, kv, source, _ = published
     np.savez(tmp_path / "source.npz", latents=source[REFERENCE_LATENTS], ids=source[REFERENCE_IDS])
-    done = subprocess.run([sys.executable, "-c", _PHONE, str(folder), str(tmp_path / "source.npz"), str(tmp_path / "kv.npz")],
+    done = subprocess.run([sys.executable, "-c", _PHONE, str(klein_folder), str(tmp_path / "source.npz"), str(tmp_path / "kv.npz")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "False"
