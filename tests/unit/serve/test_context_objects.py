@@ -40,14 +40,21 @@ def library(library_dir):
     return library_dir
 
 
+def _served_verified(client: TestClient, path: str, entry: dict, expected: np.ndarray):
+    """The object at ``path``: its manifest sha256 as a strong ETag, immutable, decoding to
+    ``expected``, and 304 when the client has it."""
+    r = client.get(path)
+    assert r.status_code == 200 and r.headers["etag"] == f'"{entry["sha256"]}"' and "immutable" in r.headers["cache-control"]
+    np.testing.assert_array_equal(decode_context(r.content, tuple(entry["shape"]), entry["dtype"]), expected)
+    assert client.get(path, headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+    return r
+
+
 def test_a_context_object_is_served_verified_immutable_and_ranged(library):
     client = TestClient(create_api(ServeConfig(store=f"file://{library}", alias_ttl_s=0)))
     entry = client.get(http_api.manifest_path("tpl", 2)).json()["context"][0]
-    r = client.get(http_api.context_path("tpl", 2, "prompt_embeds"))
-    assert r.status_code == 200 and r.headers["etag"] == f'"{entry["sha256"]}"' and "immutable" in r.headers["cache-control"]
-    np.testing.assert_array_equal(decode_context(r.content, tuple(entry["shape"]), entry["dtype"]), EMBEDS)
+    r = _served_verified(client, http_api.context_path("tpl", 2, "prompt_embeds"), entry, EMBEDS)
     assert client.get(http_api.context_path("tpl", 2, "prompt_embeds"), headers={"Range": "bytes=0-9"}).content == r.content[:10]
-    assert client.get(http_api.context_path("tpl", 2, "prompt_embeds"), headers={"If-None-Match": r.headers["etag"]}).status_code == 304
     missing = client.get(http_api.context_path("tpl", 2, "pooled"))
     assert missing.status_code == 404 and missing.json()["code"] == "unknown_context"
     assert client.get(http_api.context_path("tpl", 1, "prompt_embeds")).status_code == 404
@@ -64,14 +71,10 @@ def test_altered_context_bytes_are_never_served(library):
 def test_a_source_object_is_served_like_a_context_object_and_the_kinds_never_mix(library):
     client = TestClient(create_api(ServeConfig(store=f"file://{library}", alias_ttl_s=0)))
     entry = client.get(http_api.manifest_path("tpl", 2)).json()["source"][0]
-    r = client.get(http_api.source_path("tpl", 2, "reference_latents"))
-    assert r.status_code == 200 and r.headers["etag"] == f'"{entry["sha256"]}"' and "immutable" in r.headers["cache-control"]
-    np.testing.assert_array_equal(decode_context(r.content, tuple(entry["shape"]), entry["dtype"]), LATENTS)
+    r = _served_verified(client, http_api.source_path("tpl", 2, "reference_latents"), entry, LATENTS)
     ranged = client.get(http_api.source_path("tpl", 2, "reference_latents"), headers={"Range": "bytes=2-5"})
     assert ranged.status_code == 206 and ranged.content == r.content[2:6]
     assert client.get(http_api.source_path("tpl", "latest", "reference_latents")).headers["cache-control"] == "no-cache"
-    assert client.get(http_api.source_path("tpl", 2, "reference_latents"),
-                      headers={"If-None-Match": r.headers["etag"]}).status_code == 304
     for path, code in [(http_api.source_path("tpl", 2, "prompt_embeds"), "unknown_source"),
                        (http_api.context_path("tpl", 2, "reference_latents"), "unknown_context"),
                        (http_api.source_path("tpl", 2, "nothing"), "unknown_source")]:
