@@ -10,7 +10,7 @@ from typing import Callable
 
 from sakura.edge_client.cache import ShardCache
 from sakura.edge_client.estimator import BandwidthEstimator
-from sakura.edge_client.planning import ABANDON_CHECK_S, ABANDON_MIN_S, COMPUTE
+from sakura.edge_client.planning import ABANDON_CHECK_S, ABANDON_MIN_S
 from sakura.edge_client.timeline import ShardTiming
 from sakura.edge_client.transport import Abandon, HttpTransport
 from sakura.platform import http_api
@@ -82,8 +82,7 @@ class ShardFetcher:
         near_done: threading.Event | None = None,
     ) -> tuple[str, bytes]:
         """The chosen (or switched-to) level and its verified bytes. ``near_done`` is set once the
-        rest of the response should take less than a round trip (time to request the next shard).
-        ``abandon`` may also answer ``COMPUTE`` (the phone computed the shard): no bytes then."""
+        rest of the response should take less than a round trip (time to request the next shard)."""
         near_done = near_done or threading.Event()
         while True:
             data = self._from_cache(index, level)
@@ -97,8 +96,6 @@ class ShardFetcher:
                 timing.bytes += switch.received
                 self.estimator.observe(switch.measured, switch.elapsed_s)
                 level = switch.level
-                if level == COMPUTE:
-                    return level, b""
 
     def _from_cache(self, index: int, level: str) -> bytes | None:
         if self.cache is None or level not in self.cached_levels(index):

@@ -89,7 +89,7 @@ class EditPipeline:
         self.estimator, self.compute_model, self.clock = estimator, compute_model, clock
         self.device = device or Device()
         self.template = template
-        #: Per shard: COMPUTE once the fetch stage left it to the phone, else the level requested.
+        #: Per shard: COMPUTE once the fetch stage left it to the phone, "fetch" once it requested it.
         self._decided: list[str | None] = [None] * len(manifest.shards)
         #: Per shard being downloaded: set when the phone computed it, which stops the download.
         self._superseded: dict[int, threading.Event] = {}
@@ -214,8 +214,6 @@ class EditPipeline:
             level = self._known(self.policy.choose(self.context(index, can_compute=False)), "chose")
 
             def abandon(current: str, received: int, rate: float) -> str | None:
-                if self.kv.computed(index):
-                    return COMPUTE  # the phone computed it meanwhile: stop the download
                 smaller = self.policy.abandon(self.context(index, can_compute=False), current, received, rate)
                 return None if smaller is None else self._known(smaller, "switched to")
 
@@ -223,12 +221,12 @@ class EditPipeline:
             try:
                 level, data = self.fetcher.fetch(index, level, timing, abandon, _Either(self._abort, superseded),
                                                  near_done)
-            except EdgeError:
+            except EdgeError:  # the phone computed it (which cancels the download), or a real failure
                 if not self.kv.computed(index):
                     raise
-                return index, COMPUTE, b""  # the phone computed it: what became of the download no longer matters
-            if level != COMPUTE:
-                timing.level = level
+                timing.bytes += self.fetcher.received(index)
+                return index, COMPUTE, b""
+            timing.level = level
             return index, level, data
         finally:
             near_done.set()

@@ -226,9 +226,8 @@ class EditSimulator:
         size, rate = self.g.sizes[shard.level][i], self._rates.get(i)
         if rate is None or shard.decoded_at is None or shard.decoded_at <= needed:
             return False
-        received = 0 if needed <= shard.first_byte_at else int(min(size, self.delivered(shard.first_byte_at, needed)))
-        wait = max(0.0, shard.first_byte_at - needed) if needed < shard.first_byte_at else 0.0
-        due = needed + wait + (size - received) / rate + self._mean_decode[shard.level]
+        received = int(min(size, self.delivered(shard.first_byte_at, needed))) if needed > shard.first_byte_at else 0
+        due = max(needed, shard.first_byte_at) + (size - received) / rate + self._mean_decode[shard.level]
         known = self._template_s(edit.shards)
         if (not known and frontier != i) or due <= needed + sum(known[frontier:i + 1]):
             return False
