@@ -16,6 +16,9 @@ class Link(Protocol):
     def on_bytes(self, nbytes: int) -> None:
         """Called after ``nbytes`` of a response body were read (an emulated link paces them)."""
 
+    def close(self) -> None:
+        """The transport closed: nothing waits on the link any more (an emulated link wakes its sleepers)."""
+
 
 class DirectLink:
     """The network as it is."""
@@ -24,4 +27,7 @@ class DirectLink:
         return None
 
     def on_bytes(self, nbytes: int) -> None:
+        return None
+
+    def close(self) -> None:
         return None

@@ -169,6 +169,7 @@ class HttpTransport:
     def close(self) -> None:
         """Close every connection; downloads in flight stop with a :class:`TransportError`."""
         self.pool.close()
+        self.link.close()
 
     def _operation(self, what: str, cancel: threading.Event | None, budget: NetworkBudget | None) -> Operation:
         return Operation(what, timeout_s=self.timeout_s, min_rate=self.min_rate, cancel=cancel, budget=budget,

@@ -21,11 +21,18 @@ class TraceLink:
         self._t0: float | None = None
         self._busy_until = 0.0
         self._lock = threading.Lock()
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        """Wake every reader paced here: on a slow trace a queued chunk can wait for tens of
+        seconds, and a closed transport must not leave its threads asleep that long."""
+        self._closed.set()
 
     def start(self) -> None:
-        """Trace time ``offset_s`` is now (called implicitly by the first request)."""
+        """Trace time ``offset_s`` is now (called implicitly by the first request); reopens a closed link."""
         with self._lock:
             self._t0, self._busy_until = time.monotonic(), 0.0
+            self._closed.clear()
 
     def elapsed(self) -> float:
         """Seconds of trace played since :meth:`start` (plus ``offset_s``, the trace position)."""
@@ -37,7 +44,7 @@ class TraceLink:
         if self._t0 is None:
             self.start()
         if self.rtt_s:
-            time.sleep(self.rtt_s)
+            self._closed.wait(self.rtt_s)
 
     def on_bytes(self, nbytes: int) -> None:
         if self._t0 is None:
@@ -49,4 +56,4 @@ class TraceLink:
             release = self._busy_until
         delay = release - (time.monotonic() - self._t0)
         if delay > 0:
-            time.sleep(delay)
+            self._closed.wait(delay)
