@@ -21,7 +21,7 @@ outweighs any quality gain, so the earliest finish comes first and quality secon
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from sakura.edge_client.estimator import Estimate
@@ -96,7 +96,7 @@ class PlanContext:
         return [lvl for lvl in self.levels if shard.sizes[lvl] == 0]
 
 
-@dataclass
+@dataclass(slots=True)
 class PlanState:
     """Where the pipeline stands while a plan is simulated."""
 
@@ -145,30 +145,53 @@ def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer
 
 def _computed(state: PlanState, ctx: PlanContext, index: int) -> PlanState:
     seconds = ctx.template_compute[index]
-    return replace(state, ready=state.ready + seconds + ctx.compute[index], computing=state.computing + seconds,
-                   quality=state.quality + ctx.shards[index].weight * max(ctx.utility.values()))
+    return PlanState(fetch_free=state.fetch_free, decode_free=state.decode_free, next_request=state.next_request,
+                     ready=state.ready + seconds + ctx.compute[index], stall=state.stall,
+                     computing=state.computing + seconds,
+                     quality=state.quality + ctx.shards[index].weight * max(ctx.utility.values()))
 
 
 def best_split(ctx: PlanContext, transfer: TransferTime, penalty: float = DEFAULT_STALL_PENALTY) -> int:
     """How many shards of the current pass, from ``ctx.index``, to compute on the phone before
     fetching the rest: the split whose plan (the rest fetched at one level, the best of each)
-    scores highest over the pass, the smaller on ties. 0 when the phone cannot compute."""
+    scores highest over the pass, the smaller on ties. 0 when the phone cannot compute.
+
+    Exact, but pruned: a plan's delay (stall plus computing) only grows as it is simulated, and no
+    plan's quality exceeds another's by more than the pass's weight times the utility range, so a
+    plan is dropped once its delay passes the least complete delay found by that margin. Both pure
+    plans go first: one of them is usually near the best, so the others are dropped early."""
     if not (ctx.can_compute and ctx.template_compute):
         return 0
     end = ctx.pass_end()
-    best, best_score = 0, float("-inf")
-    for split in range(end - ctx.index + 1):
-        score = max(_plan_score(ctx, split, level, end, transfer, penalty) for level in ctx.levels)
-        if score > best_score + 1e-9:
-            best, best_score = split, score
-    return best
-
-
-def _plan_score(ctx: PlanContext, split: int, level: str, end: int, transfer: TransferTime, penalty: float) -> float:
-    state = start_state(ctx)
+    prefix = [start_state(ctx)]  # prefix[k]: the first k shards computed
     for index in range(ctx.index, end):
-        state = advance(state, ctx, index, COMPUTE if index < ctx.index + split else level, transfer)
-    return state.score(penalty)
+        prefix.append(_computed(prefix[-1], ctx, index))
+    n = end - ctx.index
+    utilities = [ctx.utility[lv] for lv in ctx.levels]
+    weight = sum(ctx.shards[i].weight for i in range(ctx.index, end))
+    margin = weight * (max(ctx.utility.values()) - min(utilities)) / penalty
+    least = prefix[n].stall + prefix[n].computing
+    scores = {n: prefix[n].score(penalty)}
+    for split in range(n):
+        for level in ctx.levels:
+            state = _fetched(prefix[split], ctx, split, level, end, transfer, least + margin)
+            if state is None:
+                continue
+            least = min(least, state.stall + state.computing)
+            scores[split] = max(scores.get(split, float("-inf")), state.score(penalty))
+    top = max(scores.values())
+    return min(split for split, score in scores.items() if score >= top - 1e-9)
+
+
+def _fetched(state: PlanState, ctx: PlanContext, split: int, level: str, end: int, transfer: TransferTime,
+             limit: float) -> PlanState | None:
+    """``state`` after the shards from ``ctx.index + split`` to ``end`` are fetched at ``level``;
+    None once its delay exceeds ``limit``."""
+    for index in range(ctx.index + split, end):
+        state = advance(state, ctx, index, level, transfer)
+        if state.stall + state.computing > limit:
+            return None
+    return state
 
 
 def simulate(ctx: PlanContext, plan: Sequence[str], transfer: TransferTime) -> PlanState:

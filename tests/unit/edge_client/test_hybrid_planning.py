@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
@@ -75,3 +76,26 @@ def test_per_step_models_split_within_the_pass():
     assert c.pass_end() == N and c.pass_end(N + 1) == 2 * N
     assert best_split(c, constant_rate(1e3)) == N
     assert best_split(replace(c, index=N + 2), constant_rate(1e3)) == N - 2
+
+
+def _exhaustive_split(c: PlanContext, rate: float) -> int:
+    """Every split with the rest at every level, simulated in full: what best_split's pruning must match."""
+    end, scores = c.pass_end(), {}
+    for split in range(end - c.index + 1):
+        plans = [[COMPUTE] * split + [lv] * (end - c.index - split) for lv in LEVELS]
+        scores[split] = max(simulate(c, p, constant_rate(rate)).score(1000.0) for p in plans)
+    top = max(scores.values())
+    return min(s for s, v in scores.items() if v >= top - 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_pruned_search_finds_the_exhaustive_split(seed):
+    rng = random.Random(seed)
+    n = rng.randint(1, 12)
+    shards = tuple(ShardOption({lv: rng.randint(1, 8) * size for lv, size in SIZES.items()}, rng.uniform(0.2, 2.0))
+                   for _ in range(n))
+    rate = 10 ** rng.uniform(3, 8)
+    c = replace(ctx(rate, n=n), shards=shards, index=rng.randrange(n), ready_at=rng.uniform(0, 0.1),
+                template_compute=tuple(rng.uniform(0.001, 0.05) for _ in range(n)),
+                compute=tuple(rng.uniform(0.0, 0.03) for _ in range(n)))
+    assert best_split(c, constant_rate(rate)) == _exhaustive_split(c, rate)
