@@ -74,7 +74,8 @@ class HostileServer(LoopbackServer):
         try:
             conn.request("GET", path, headers={"Range": range_header} if range_header else {})
             resp = conn.getresponse()
-            keep = ("content-type", "etag", "content-range", "accept-ranges")
+            keep = ("content-type", "etag", "content-range", "accept-ranges", "x-sakura-manifest-length",
+                    "x-sakura-bundled")
             return resp.status, {k: v for k, v in resp.getheaders() if k.lower() in keep}, resp.read()
         finally:
             conn.close()
@@ -96,7 +97,12 @@ def send(h: Handler, status: int, body: bytes = b"", headers: dict[str, str] | N
 
 
 def send_json(h: Handler, doc: object) -> None:
-    send(h, 200, json.dumps(doc).encode(), {"Content-Type": "application/json"})
+    """A JSON answer; to a preamble request, a preamble carrying ``doc`` as its manifest and no objects."""
+    body = json.dumps(doc).encode()
+    headers = {"Content-Type": "application/json"}
+    if h.path.split("?")[0].endswith("/preamble"):
+        headers |= {"X-Sakura-Manifest-Length": str(len(body)), "X-Sakura-Bundled": "0"}
+    send(h, 200, body, headers)
 
 
 def drip(h: Handler, stop: threading.Event, interval_s: float, declared: int = 1 << 20) -> None:

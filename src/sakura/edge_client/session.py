@@ -8,6 +8,7 @@ id, version, shard index and level leave the device: the photo never does.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from dataclasses import dataclass
@@ -122,27 +123,60 @@ class EdgeSession:
             self.cache.write_manifest(template, manifest.version, body)
         return manifest
 
-    def context(self, manifest: Manifest, *, cancel: threading.Event | None = None) -> dict[str, np.ndarray]:
-        """The template's context objects (e.g. prompt embeddings), verified and decoded; the
-        manifest was checked against the model first, so their shapes are ones it takes."""
-        return self._objects(manifest, manifest.context, http_api.context_path, cancel)
+    def preamble(self, template: str, version: int | str = "latest", *, source: bool = False,
+                 cancel: threading.Event | None = None) -> tuple[Manifest, dict[str, bytes]]:
+        """The manifest and the encoded context (and, with ``source``, source) objects the server
+        bundled with it, in one round trip (:data:`~sakura.platform.http_api.PREAMBLE`); the
+        objects are still unverified (:meth:`context` and :meth:`source` check them). A manifest
+        this phone has cached comes without a request, and without objects."""
+        validate_template_id(template)
+        number = layout.version_ref(version)
+        if number is not None and self.cache is not None and self.cache.read_manifest(template, number) is not None:
+            return self.manifest(template, number, cancel=cancel), {}
+        started = time.monotonic()
+        path = http_api.preamble_path(template, number if number is not None else version, source=source)
+        reply = self.transport.get(path, cancel=cancel, limit=MAX_MANIFEST_BYTES + http_api.MAX_BUNDLED_BYTES)
+        head = _manifest_length(reply.headers.get(http_api.PREAMBLE_MANIFEST_LENGTH.lower()), len(reply.body))
+        manifest = Manifest.from_bytes(reply.body[:head])
+        check_request(manifest, template, number)
+        if self.cache is not None:
+            self.cache.write_manifest(template, manifest.version, reply.body[:head])
+        if reply.headers.get(http_api.PREAMBLE_BUNDLED.lower()) != "1":
+            return manifest, {}
+        objects = _split_objects(manifest, reply.body[head:], source)
+        if objects:  # the same link as the shards (as when the objects came one by one)
+            self.estimator.observe(len(reply.body), max(time.monotonic() - started - self.estimator.rtt_s, 1e-6))
+        return manifest, objects
 
-    def source(self, manifest: Manifest, *, cancel: threading.Event | None = None) -> dict[str, np.ndarray]:
+    def context(self, manifest: Manifest, *, cancel: threading.Event | None = None,
+                bundled: dict[str, bytes] | None = None) -> dict[str, np.ndarray]:
+        """The template's context objects (e.g. prompt embeddings), verified and decoded; the
+        manifest was checked against the model first, so their shapes are ones it takes.
+        ``bundled``: encoded objects that came with the manifest (:meth:`preamble`)."""
+        return self._objects(manifest, "context", http_api.context_path, cancel, bundled or {})
+
+    def source(self, manifest: Manifest, *, cancel: threading.Event | None = None,
+               bundled: dict[str, bytes] | None = None) -> dict[str, np.ndarray]:
         """What the model computes the template KV from (``ModelAdapter.template_source``),
         verified and decoded like :meth:`context`; the manifest was checked against the model first."""
-        return self._objects(manifest, manifest.source, http_api.source_path, cancel)
+        return self._objects(manifest, "source", http_api.source_path, cancel, bundled or {})
 
-    def _objects(self, manifest: Manifest, entries: list[ContextEntry], path_of: Callable[[str, int, str], str],
-                 cancel: threading.Event | None) -> dict[str, np.ndarray]:
+    def _objects(self, manifest: Manifest, kind: str, path_of: Callable[[str, int, str], str],
+                 cancel: threading.Event | None, bundled: dict[str, bytes]) -> dict[str, np.ndarray]:
         out = {}
-        for entry in entries:
-            path = path_of(manifest.template_id, manifest.version, entry.name)
-            got = self.transport.download(path, sha256=entry.sha256, length=entry.length, cancel=cancel)
-            # the same link as the shards: a phone that computed everything last time still learns its rate
-            busy = max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
-            self.estimator.observe(len(got.data), max(busy, 1e-6))
-            out[entry.name] = decode_context(got.data, tuple(entry.shape), entry.dtype)
+        for entry in getattr(manifest, kind):
+            data = bundled.get(f"{kind}/{entry.name}")
+            if data is None or hashlib.sha256(data).hexdigest() != entry.sha256:  # not bundled, or damaged
+                data = self._download_object(path_of(manifest.template_id, manifest.version, entry.name), entry, cancel)
+            out[entry.name] = decode_context(data, tuple(entry.shape), entry.dtype)
         return out
+
+    def _download_object(self, path: str, entry: ContextEntry, cancel: threading.Event | None) -> bytes:
+        got = self.transport.download(path, sha256=entry.sha256, length=entry.length, cancel=cancel)
+        # the same link as the shards: a phone that computed everything last time still learns its rate
+        busy = max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
+        self.estimator.observe(len(got.data), max(busy, 1e-6))
+        return got.data
 
     def model_for(self, ref: ModelRef) -> ModelAdapter:
         """The on-device model a manifest was built for; refuses a template built for another model."""
@@ -170,16 +204,17 @@ class EdgeSession:
         origin = time.monotonic()
         clock = lambda: time.monotonic() - origin  # noqa: E731
         chosen = make_policy(policy) if isinstance(policy, str) else policy
-        manifest = self.manifest(template, version, cancel=cancel)
+        computes = getattr(chosen, "computes", False)
+        manifest, bundled = self.preamble(template, version, source=computes, cancel=cancel)
         adapter = self.model_for(manifest.model)
         limits = accept_manifest(manifest, adapter, max_steps=self.max_steps)
-        context = self.context(manifest, cancel=cancel)
+        context = self.context(manifest, cancel=cancel, bundled=bundled)
         request = EditRequest(fit_image(np.asarray(image), adapter.resolution), seed=seed)
         schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
         if self.cache is not None:
             self.cache.touch(template)
         fetcher = ShardFetcher(self.transport, manifest, self.estimator, self.cache, clock)
-        template_kv = self._template_computer(chosen, adapter, manifest, context, schedule, cancel)
+        template_kv = self._template_computer(chosen, adapter, manifest, context, schedule, cancel, bundled)
         pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
                                 limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv)
         pipeline.timeline.manifest_s = clock()
@@ -194,13 +229,36 @@ class EdgeSession:
         return EditResult(result, timeline, timeline.levels, timeline.network_bytes, clock(), template, manifest.version)
 
     def _template_computer(self, policy: LevelPolicy, adapter: ModelAdapter, manifest: Manifest,
-                           context: dict[str, np.ndarray], schedule: Schedule,
-                           cancel: threading.Event | None) -> TemplateComputer | None:
+                           context: dict[str, np.ndarray], schedule: Schedule, cancel: threading.Event | None,
+                           bundled: dict[str, bytes]) -> TemplateComputer | None:
         """The phone's own template KV, when the policy may compute and the model and template allow."""
         if not (getattr(policy, "computes", False) and adapter.computes_template and manifest.source):
             return None
-        source = self.source(manifest, cancel=cancel)
+        source = self.source(manifest, cancel=cancel, bundled=bundled)
         blocks = adapter.iter_template_kv(source, context=context, task=manifest.task, schedule=schedule)
         return TemplateComputer(blocks, [s.key for s in manifest.shards], self.compute_model, manifest.model.name,
                                 pace=self.device.after_template if self.device is not None else None)
 
+
+
+def _manifest_length(header: str | None, body_length: int) -> int:
+    """The manifest's length in a preamble response, checked against the body and the manifest limit."""
+    if header is None or not header.isdigit() or len(header) > 9:
+        raise ManifestError(f"preamble response without a valid {http_api.PREAMBLE_MANIFEST_LENGTH} header")
+    length = int(header)
+    if not 0 < length <= min(body_length, MAX_MANIFEST_BYTES):
+        raise ManifestError(f"preamble response claims a {length}-byte manifest in a {body_length}-byte body")
+    return length
+
+
+def _split_objects(manifest: Manifest, rest: bytes, source: bool) -> dict[str, bytes]:
+    """The bundled objects as ``kind/name``, sliced by the manifest's lengths; the bytes must add up exactly."""
+    entries = [("context", e) for e in manifest.context] + [("source", e) for e in (manifest.source if source else [])]
+    listed = sum(e.length for _, e in entries)
+    if listed != len(rest):
+        raise ManifestError(f"preamble response carries {len(rest)} bytes of objects; the manifest lists {listed}")
+    out, offset = {}, 0
+    for kind, entry in entries:
+        out[f"{kind}/{entry.name}"] = rest[offset:offset + entry.length]
+        offset += entry.length
+    return out

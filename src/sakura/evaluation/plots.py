@@ -64,39 +64,59 @@ def latency_cdf(path: Path, runs: dict) -> Path:
     return path
 
 
+#: The compute row's colours: the model's own work, the phone computing template KV, a stall.
+COMPUTE_COLOURS = {"model": "#6a994e", "computed on the phone": "#9d4edd", "stalled": "#d62828"}
+
+
 def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
-    """Per edit (live or simulated), each stage's work over time; a stage time an edit lacks (a
-    shard from the cache, or computed on the phone) draws nothing."""
+    """Per edit (live or simulated), each stage's work over time: requests in flight on their own
+    row (so a request sent while the previous response streams stays visible beside it), the
+    transfer and decode of each fetched shard in its level's colour, and on the compute row the
+    model's work, the template KV the phone computed, and stalls."""
     plt = _pyplot()
-    fig, axes = plt.subplots(len(edits), 1, figsize=(10, 2.4 * len(edits)), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(edits), 1, figsize=(10, 2.8 * len(edits)), sharex=True, squeeze=False)
     for ax, (name, edit) in zip(axes[:, 0], edits.items()):
         for s in edit.shards:
             colour = LEVEL_COLOURS.get(s.level, "#888888")
             if None not in (s.requested_at, s.first_byte_at, s.arrived_at):
-                ax.barh(2, s.first_byte_at - s.requested_at, left=s.requested_at, color="#dddddd", height=0.6)
+                ax.barh(3, s.first_byte_at - s.requested_at, left=s.requested_at, color="#bbbbbb", height=0.4,
+                        edgecolor="white")
                 ax.barh(2, s.arrived_at - s.first_byte_at, left=s.first_byte_at, color=colour, height=0.6,
                         edgecolor="white")
             if None not in (s.decode_started_at, s.decoded_at):
                 ax.barh(1, max(s.decoded_at - s.decode_started_at, 1e-3), left=s.decode_started_at, color=colour,
                         height=0.6)
-        starts = [edit.compute_start] + [s.consumed_at for s in edit.shards]
-        ends = [s.needed_at for s in edit.shards] + [edit.latency_s]
-        for a, b in zip(starts, ends):
-            if a is not None and b is not None:
-                ax.barh(0, max(b - a, 0), left=a, color="#6a994e", height=0.6)
-        for stall in edit.stalls:
-            ax.barh(0, stall.seconds, left=stall.start, color="#d62828", height=0.6)
-        ax.set_yticks([0, 1, 2], ["compute", "decode", "fetch"])
-        ax.set_title(f"{name}: {edit.latency_s:.3f} s, stalls {edit.stall_s:.3f} s", fontsize=9)
+        _compute_row(ax, edit)
+        ax.set_yticks([0, 1, 2, 3], ["compute", "decode", "fetch", "request"])
+        computed = sum(s.computed for s in edit.shards)
+        ax.set_title(f"{name}: {edit.latency_s:.3f} s, stalls {edit.stall_s:.3f} s, "
+                     f"{computed}/{len(edit.shards)} blocks computed on the phone", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
-    axes[-1, 0].set_xlabel("seconds since the edit began (grey: request round trip; red: compute stalled)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in LEVEL_COLOURS.values()]
-    axes[0, 0].legend(handles, list(LEVEL_COLOURS), fontsize=7, ncol=3, loc="upper right")
+    axes[-1, 0].set_xlabel("seconds since the edit began (request: sent until its first byte)")
+    colours = {**LEVEL_COLOURS, **COMPUTE_COLOURS}
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
+    axes[0, 0].legend(handles, list(colours), fontsize=7, ncol=3, loc="upper right")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _compute_row(ax, edit: Timeline) -> None:
+    """The model computes from the start (or a shard's consumption) until it asks for the next;
+    a computed shard's template KV fills the time from its request to its consumption."""
+    starts = [edit.compute_start] + [s.consumed_at for s in edit.shards]
+    ends = [s.needed_at for s in edit.shards] + [edit.latency_s]
+    for a, b in zip(starts, ends):
+        if a is not None and b is not None:
+            ax.barh(0, max(b - a, 0), left=a, color=COMPUTE_COLOURS["model"], height=0.6)
+    for s in edit.shards:
+        if s.computed and None not in (s.needed_at, s.consumed_at):
+            ax.barh(0, s.consumed_at - s.needed_at, left=s.needed_at, color=COMPUTE_COLOURS["computed on the phone"],
+                    height=0.6)
+    for stall in edit.stalls:
+        ax.barh(0, stall.seconds, left=stall.start, color=COMPUTE_COLOURS["stalled"], height=0.6)
 
 
 def bandwidth(path: Path, sim: EditSimulator, edit: Timeline, family: str) -> Path:

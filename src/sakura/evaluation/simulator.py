@@ -27,9 +27,10 @@ pipeline keeps.
 
 Every system starts from the same state of the phone. *Cold* (the default): nothing of the
 template is there; each fetches what it needs over the same link, one request a round trip
-(SAKURA and CacheGen: the manifest, then the context objects, then the KV; CacheGen's context
-also holds the reference latents its text fallback computes from; the on-device systems: the
-template's image and prompt, or the prepared objects). *Warm*: the manifest and context objects
+(SAKURA and CacheGen: one preamble response with the manifest and the context objects, then the
+KV; the hybrid's preamble also carries the template's source, and CacheGen's its reference latents
+its text fallback computes from; the on-device systems: the template's image and prompt, or the
+prepared objects). *Warm*: the manifest and context objects
 are on the phone from an earlier edit, the KV is not.
 """
 
@@ -92,7 +93,6 @@ class EditSimulator:
         #: (its request plus its bytes at the rate expected then; None without an estimate).
         self._timers: dict[int, float | None] = {}
         self._rates: dict[int, float | None] = {}  # the rate each request expected
-        self._compute_cost: dict[int, float] = {}  # per computed shard: the phone's seconds on it
         self._frontier = 0  # blocks of the template pass the phone has computed through
 
     # -- the link ------------------------------------------------------------------------
@@ -107,11 +107,11 @@ class EditSimulator:
         return at + self.rtt + self.transfer(at + self.rtt, nbytes) if nbytes else at
 
     def preamble_done(self, context_bytes: int | None = None) -> float:
-        """When the KV can be requested: cold, after the manifest and then the context objects; warm, at once."""
+        """When the KV can be requested: cold, once one response brought the manifest and the
+        objects bundled with it (the live client's preamble request); warm, at once."""
         if self.warm_template:
             return 0.0
-        return self.fetched(self.fetched(0.0, self.g.manifest_bytes),
-                            self.g.context_bytes if context_bytes is None else context_bytes)
+        return self.fetched(0.0, self.g.manifest_bytes + (self.g.context_bytes if context_bytes is None else context_bytes))
 
     def primed_estimator(self) -> BandwidthEstimator:
         """What a phone that used the link for the last three seconds would know (nothing if cold)."""
@@ -127,7 +127,6 @@ class EditSimulator:
     def run(self, system: str) -> Timeline:
         self._timers.clear()
         self._rates.clear()
-        self._compute_cost.clear()
         self._frontier = 0
         if system == "sakura":
             return self.pipelined(HybridPolicy(), system)
@@ -169,7 +168,10 @@ class EditSimulator:
         hand-over waits while the decoder's queue is full (:class:`_Stages`)."""
         hybrid = getattr(policy, "computes", False) and bool(self.g.shard_compute_s)
         est = self.primed_estimator()
-        t = self.preamble_done(self.g.context_bytes + self.hybrid_source_bytes) if hybrid else self.preamble_done()
+        objects = self.g.context_bytes + (self.hybrid_source_bytes if hybrid else 0)
+        t = self.preamble_done(objects)
+        if objects and not self.warm_template:  # the live client learns the link from a preamble with objects
+            est.observe(self.g.manifest_bytes + objects, max(t - self.rtt, 1e-6))
         stages = _Stages(self, Timeline(system, [], compute_start=t), extend=self._extend if hybrid else None)
         waiting: deque[ShardTiming] = deque()  # requested, not yet handed to the decoder
         link_free = t
@@ -303,31 +305,28 @@ class EditSimulator:
 
     def _consume(self, edit: Timeline, shard: ShardTiming, available: float) -> None:
         """The model asks for ``shard`` after its compute since the previous one (or the start) and
-        takes it once ``available``; the wait between is a stall."""
+        takes it once ``available``; the wait between is a stall. A shard the phone computes is
+        taken once computed, as the live pipeline records it: from the frontier of its pass
+        through its block, the blocks below it computed on the way."""
         i = shard.index
         shard.needed_at = self._needed(edit, i)
         if shard.level != COMPUTE:  # fetched (or computed before the model ran: CacheGen's fallback)
             shard.consumed_at = max(available, shard.needed_at)
         else:
-            shard.consumed_at = shard.decoded_at = shard.needed_at
             frontier = max(self._frontier, i - i % self.g.shards_per_step)
-            self._compute_cost[i] = sum(self.g.shard_compute_s[frontier:i + 1])
+            shard.consumed_at = shard.decoded_at = shard.needed_at + sum(self.g.shard_compute_s[frontier:i + 1])
             self._frontier = i + 1
-        if shard.consumed_at > shard.needed_at:
+        if shard.level != COMPUTE and shard.consumed_at > shard.needed_at:
             edit.stalls.append(Stall(i, shard.needed_at, shard.consumed_at))
         edit.shards.append(shard)
-        edit.compute_end = shard.consumed_at + self.g.gaps_s[i] + self._computing(shard)
+        edit.compute_end = shard.consumed_at + self.g.gaps_s[i]
 
     def _needed(self, edit: Timeline, index: int) -> float:
         """When the model asks for shard ``index``: after its compute since the previous one (or the start)."""
         before = edit.shards[-1] if edit.shards else None
         if before is None:
             return edit.compute_start + self.g.startup_s
-        return before.consumed_at + self.g.gaps_s[index - 1] + self._computing(before)
-
-    def _computing(self, shard: ShardTiming) -> float:
-        """The phone's time computing ``shard``'s template KV (nothing for a fetched one)."""
-        return self._compute_cost.get(shard.index, 0.0) if shard.level == COMPUTE else 0.0
+        return before.consumed_at + self.g.gaps_s[index - 1]
 
     def _decode_then_compute(self, system: str, shards: list[ShardTiming], t: float) -> Timeline:
         for shard in shards:

@@ -9,7 +9,16 @@ MANIFEST = VERSIONS + "/{version}/manifest"
 SHARD = VERSIONS + "/{version}/shards/{shard}/{level}"
 CONTEXT = VERSIONS + "/{version}/context/{name}"
 SOURCE = VERSIONS + "/{version}/source/{name}"
+PREAMBLE = VERSIONS + "/{version}/preamble"
 ALIAS = CATALOGUE + "/{template_id}/aliases/{alias}"
+
+#: A preamble response is the manifest's bytes (``PREAMBLE_MANIFEST_LENGTH`` of them) followed by
+#: its context objects and, when asked (``?source=1``), its source objects, each in manifest order:
+#: what a phone needs before its first shard, in one round trip. The server bundles the objects
+#: only while they total at most ``MAX_BUNDLED_BYTES`` (else the phone fetches them one by one).
+PREAMBLE_MANIFEST_LENGTH = "X-Sakura-Manifest-Length"
+PREAMBLE_BUNDLED = "X-Sakura-Bundled"
+MAX_BUNDLED_BYTES = 16 << 20
 
 
 def manifest_path(template_id: str, version: int | str) -> str:
@@ -26,3 +35,7 @@ def context_path(template_id: str, version: int, name: str) -> str:
 
 def source_path(template_id: str, version: int, name: str) -> str:
     return SOURCE.format(template_id=template_id, version=version, name=name)
+
+
+def preamble_path(template_id: str, version: int | str, *, source: bool) -> str:
+    return PREAMBLE.format(template_id=template_id, version=version) + ("?source=1" if source else "")

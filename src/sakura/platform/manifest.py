@@ -151,6 +151,10 @@ class Manifest(_Strict):
     def to_bytes(self) -> bytes:
         return json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True).encode()
 
+    def to_wire(self) -> bytes:
+        """The compact encoding phones receive (a third smaller than the stored, indented one)."""
+        return json.dumps(self.model_dump(mode="json"), separators=(",", ":"), sort_keys=True).encode()
+
     @classmethod
     def from_bytes(cls, data: bytes) -> "Manifest":
         if len(data) > MAX_MANIFEST_BYTES:

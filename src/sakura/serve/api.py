@@ -88,6 +88,23 @@ def create_api(config: ServeConfig) -> FastAPI:
             return Response(status_code=304, headers=headers)
         return Response(body, media_type="application/json", headers=headers)
 
+    @api.get(http_api.PREAMBLE)
+    async def preamble(template_id: str, version: str, request: Request, source: int = 0) -> Response:
+        """The manifest and, when they fit ``MAX_BUNDLED_BYTES``, its context (and source) objects."""
+        require_reader_auth(request)
+        number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
+        manifest = await run_in_threadpool(reader.manifest, template_id, number)
+        head = public_manifest(manifest)
+        entries = [*manifest.context, *(manifest.source if source else [])]
+        bundled = sum(e.length for e in entries) <= http_api.MAX_BUNDLED_BYTES
+        parts = [head]
+        for entry in entries if bundled else []:
+            ref = reader.locate_object(entry)
+            parts.append((await run_in_threadpool(reader.read, manifest, ref, entry.name)).data)
+        headers = {"Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "X-Sakura-Version": str(number),
+                   http_api.PREAMBLE_MANIFEST_LENGTH: str(len(head)), http_api.PREAMBLE_BUNDLED: str(int(bundled))}
+        return Response(b"".join(parts), media_type="application/octet-stream", headers=headers)
+
     @api.get(http_api.SHARD)
     async def shard(template_id: str, version: str, shard: str, level: str, request: Request) -> Response:
         require_reader_auth(request)

@@ -50,11 +50,11 @@ class ShardRef:
 
 
 def public_manifest(manifest: Manifest) -> bytes:
-    """The manifest as served: without the storage tiers' root URIs (phones never need them)."""
+    """The manifest as served, compact: without the storage tiers' root URIs (phones never need them)."""
     if all(level.store is None for level in manifest.levels):
-        return manifest.to_bytes()
+        return manifest.to_wire()
     levels = [level.model_copy(update={"store": None}) for level in manifest.levels]
-    return manifest.model_copy(update={"levels": levels}).to_bytes()
+    return manifest.model_copy(update={"levels": levels}).to_wire()
 
 
 class ShardReader:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sakura.edge_client import EdgeSession, RetryPolicy
+from sakura.edge_client import EdgeSession, EditResult, RetryPolicy
 from sakura.edge_client.errors import ConfigError, RedirectError, ServerError, TransportError
 from sakura.edge_client.urls import UrlPolicy
 from sakura.platform.errors import CodecError, SakuraError, UnknownModel
@@ -57,7 +57,8 @@ def bomb_payload() -> bytes:
 
 # -- scenarios: (server, handler, path) -> True when answered ------------------------------------
 def is_manifest(path: str) -> bool:
-    return path.endswith("/manifest")
+    """A request for the manifest, alone or in a preamble."""
+    return path.split("?")[0].endswith(("/manifest", "/preamble"))
 
 
 def is_shard(path: str) -> bool:
@@ -219,7 +220,7 @@ def attack(hostile, scenario, model, tmp_path, *, policy="fixed-compact", **kwar
 def test_a_level_name_that_climbs_out_of_the_cache_is_refused(hostile, reference_model, tmp_path, policy):
     outcome, _ = attack(hostile, "traversal", reference_model, tmp_path, policy=policy)
     assert isinstance(outcome, ManifestError) and "name" in str(outcome)
-    assert all(r.path.endswith("/manifest") for r in hostile.requests("traversal")), "no shard may be requested"
+    assert all(is_manifest(r.path) for r in hostile.requests("traversal")), "no shard may be requested"
 
 
 @pytest.mark.parametrize("scenario,error", [
@@ -234,7 +235,7 @@ def test_a_level_name_that_climbs_out_of_the_cache_is_refused(hostile, reference
 def test_numbers_the_model_cannot_take_are_refused_before_any_shard(hostile, reference_model, tmp_path, scenario, error):
     outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
     assert isinstance(outcome, error), outcome
-    assert {r.path for r in hostile.requests(scenario)} == {"/v1/templates/portrait/versions/latest/manifest"}
+    assert {r.path for r in hostile.requests(scenario)} == {"/v1/templates/portrait/versions/latest/preamble"}
     assert elapsed < 4 * TIMEOUT_S
 
 
@@ -306,7 +307,7 @@ def test_credentials_never_follow_a_redirect(hostile, reference_model, tmp_path)
 
 _CHILD = """
 import json, resource, sys
-from sakura.edge_client import EdgeSession, RetryPolicy
+from sakura.edge_client import EdgeSession, EditResult, RetryPolicy
 from sakura.platform.errors import SakuraError
 from sakura.platform.images import load_image
 from sakura.platform.models import load_model
@@ -356,4 +357,47 @@ def test_context_objects_the_model_does_not_take_are_refused_before_any_request(
     monkeypatch.setattr(reference_model, "context_limits", lambda: {"prompt_embeds": (2, 4)}, raising=False)
     outcome, _ = attack(hostile, "context-unknown", reference_model, tmp_path / "b")
     assert isinstance(outcome, ManifestError) and "at most (2, 4)" in str(outcome)
-    assert {r.path for r in hostile.requests("context-unknown")} == {"/v1/templates/portrait/versions/latest/manifest"}
+    assert {r.path for r in hostile.requests("context-unknown")} == {"/v1/templates/portrait/versions/latest/preamble"}
+
+
+# -- the preamble: the manifest and its objects in one response ----------------------------------
+def _preamble_with(patch_headers=None, patch_body=None):
+    """The genuine preamble with its headers and body changed."""
+    def act(s, h, path):
+        status, headers, body = s.genuine(path)
+        headers = {**headers, **(patch_headers or {})}
+        send(h, status, patch_body(body) if patch_body else body, headers)
+    return when(lambda path: "/preamble" in path, act)
+
+
+def _flip_last_byte(body: bytes) -> bytes:
+    return body[:-1] + bytes([body[-1] ^ 1])
+
+
+SCENARIOS.update({
+    "preamble-length": _preamble_with({"X-Sakura-Manifest-Length": "999999999"}),
+    "preamble-short": _preamble_with(patch_body=lambda body: body[:-1]),
+    "preamble-damaged": _preamble_with(patch_body=_flip_last_byte),
+})
+
+
+def test_a_hybrid_edit_gets_manifest_and_source_in_one_round_trip(hostile, reference_model, tmp_path):
+    result, _ = attack(hostile, "genuine", reference_model, tmp_path, policy="hybrid")
+    assert isinstance(result, EditResult), result
+    paths = [r.path for r in hostile.requests("genuine")]
+    assert paths[0] == "/v1/templates/portrait/versions/latest/preamble?source=1"
+    assert not any("/source/" in p or "/context/" in p or p.endswith("/manifest") for p in paths), paths
+
+
+@pytest.mark.parametrize("scenario", ["preamble-length", "preamble-short"])
+def test_a_preamble_whose_lengths_do_not_add_up_is_refused_before_any_shard(hostile, reference_model, tmp_path,
+                                                                            scenario):
+    outcome, _ = attack(hostile, scenario, reference_model, tmp_path, policy="hybrid")
+    assert isinstance(outcome, ManifestError) and "preamble" in str(outcome), outcome
+    assert all("/preamble" in r.path for r in hostile.requests(scenario))
+
+
+def test_a_damaged_bundled_object_is_fetched_again_and_verified(hostile, reference_model, tmp_path):
+    result, _ = attack(hostile, "preamble-damaged", reference_model, tmp_path, policy="hybrid")
+    assert isinstance(result, EditResult), result
+    assert any("/source/" in r.path for r in hostile.requests("preamble-damaged"))

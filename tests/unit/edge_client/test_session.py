@@ -73,7 +73,7 @@ def test_the_cache_stays_within_budget_and_evicts_the_least_recently_used_templa
 
 def test_requests_carry_only_template_version_shard_and_level(proxy, reference_model, tmp_path):
     """Privacy: nothing of the photo leaves the device, whatever the photo."""
-    sequences = []
+    sequences, hybrid = [], []
     for photo in ("skimage:coffee", "skimage:rocket"):
         start = len(proxy.requests)
         with EdgeSession(proxy.url, models=lambda _: reference_model) as session:
@@ -81,10 +81,15 @@ def test_requests_carry_only_template_version_shard_and_level(proxy, reference_m
             source = session.source(session.manifest("portrait", 1))  # what the phone computes KV from
             assert set(source) == set(reference_model.source_limits())
         sequences.append(proxy.requests[start:])
+        with EdgeSession(proxy.url, models=lambda _: reference_model) as session:
+            start = len(proxy.requests)
+            session.edit(load_image(photo), "portrait", policy="hybrid", seed=7)  # its preamble asks for the source
+            hybrid.extend(proxy.requests[start:])  # which shards it fetches depends on timing, not on the photo
     allowed = re.compile(r"^/v1/templates/[a-z0-9][a-z0-9._-]*/versions/[a-z0-9._-]+/"
-                         r"(manifest|shards/\d+/[a-z][a-z0-9_-]*|(context|source)/[a-z][a-z0-9_]*)$")
-    for recorded in sequences:
-        assert any("/source/" in r.path for r in recorded)
+                         r"(manifest|preamble(\?source=1)?|shards/\d+/[a-z][a-z0-9_-]*|(context|source)/[a-z][a-z0-9_]*)$")
+    assert sum(r.path.endswith("/preamble?source=1") for r in hybrid) == 2
+    for recorded in [*sequences, hybrid]:
+        assert any("/source/" in r.path or r.path.endswith("?source=1") for r in recorded)
         for r in recorded:
             assert r.method == "GET" and r.body == b"" and allowed.match(r.path), r
             assert {k.lower() for k in r.headers} <= {"host", "user-agent", "accept-encoding", "range", "if-range"}, r.headers

@@ -36,8 +36,8 @@ def test_cold_phones_fetch_what_they_need_and_warm_ones_do_not(klein):
     prepared = cold.fetched(0.0, klein.prepared_bytes)
     assert cold.run("on-device-prepared").latency_s == pytest.approx(
         prepared + klein.ondevice_compute_s("on-device-prepared"))
-    # SAKURA cold: the manifest, then the context objects, then the KV
-    assert cold.preamble_done() == pytest.approx(cold.fetched(cold.fetched(0.0, klein.manifest_bytes), klein.context_bytes))
+    # SAKURA cold: one preamble response with the manifest and the context objects, then the KV
+    assert cold.preamble_done() == pytest.approx(cold.fetched(0.0, klein.manifest_bytes + klein.context_bytes))
     assert warm.preamble_done() == 0.0
     assert warm.run("sakura").latency_s < cold.run("sakura").latency_s
 

@@ -97,3 +97,21 @@ def test_altered_source_bytes_are_never_served(library):
     client = TestClient(create_api(ServeConfig(store=f"file://{library}")))
     r = client.get(http_api.source_path("tpl", 2, "reference_latents"))
     assert r.status_code == 502 and r.json()["code"] == "shard_corrupt"
+
+
+def test_a_preamble_carries_the_manifest_then_its_objects_in_manifest_order(library, monkeypatch):
+    client = TestClient(create_api(ServeConfig(store=f"file://{library}", alias_ttl_s=0)))
+    manifest = client.get(http_api.manifest_path("tpl", 2)).content
+    doc = json.loads(manifest)
+    objects = {kind: (library / doc[kind][0]["key"]).read_bytes() for kind in ("context", "source")}
+    for source, expected in [(False, [objects["context"]]), (True, [objects["context"], objects["source"]])]:
+        r = client.get(http_api.preamble_path("tpl", 2, source=source))
+        head = int(r.headers[http_api.PREAMBLE_MANIFEST_LENGTH])
+        assert r.status_code == 200 and r.headers[http_api.PREAMBLE_BUNDLED] == "1"
+        assert r.content[:head] == manifest and r.content[head:] == b"".join(expected)
+        assert "immutable" in r.headers["cache-control"]
+    latest = client.get(http_api.preamble_path("tpl", "latest", source=True))
+    assert latest.headers["cache-control"] == "no-cache" and latest.headers["x-sakura-version"] == "2"
+    monkeypatch.setattr(http_api, "MAX_BUNDLED_BYTES", len(objects["context"]))  # too big to bundle with the source
+    r = client.get(http_api.preamble_path("tpl", 2, source=True))
+    assert r.headers[http_api.PREAMBLE_BUNDLED] == "0" and r.content == manifest
