@@ -221,9 +221,12 @@ def _calibrate(live: Live, geometry: EditGeometry, edits: int = 5) -> Calibratio
 
 
 def _compute_factor(result: EditResult, geometry: EditGeometry) -> float:
-    """How much slower than the standalone measurement the model computed in this edit (stalls excluded)."""
+    """How much slower than the standalone measurement the model computed in this edit: its compute
+    less its stalls, over the measured edit plus the measured template compute of the blocks it
+    computed itself (a hybrid edit's template KV is compute too)."""
     t = result.timeline
-    return (t.compute_end - t.compute_start - t.stall_s) / geometry.compute_s
+    computed = geometry.template_compute_s([s.index for s in t.shards if s.computed])
+    return (t.compute_end - t.compute_start - t.stall_s) / (geometry.compute_s + computed)
 
 
 def _live_edit(live: Live, trace: BandwidthTrace, start: float, policy_name: str) -> EditResult:

@@ -1,5 +1,7 @@
-"""The oracle level policy: handed the true future bandwidth, it plans every remaining shard
-by dynamic programming over the same timing model the other policies use (for evaluation)."""
+"""The oracle level policy: handed the true future bandwidth, it plans every remaining shard (or a
+window of them) by dynamic programming over the same timing model the other policies use (for
+evaluation). Inside :class:`~sakura.edge_client.policy.HybridPolicy` it also splits compute from
+fetch with the true bandwidth."""
 
 from __future__ import annotations
 
@@ -23,17 +25,22 @@ class OraclePolicy:
         trace: BandwidthTrace,
         trace_time: Callable[[float], float] = lambda t: t,
         stall_penalty: float = DEFAULT_STALL_PENALTY,
+        horizon: int | None = None,
     ) -> None:
-        self.trace, self.trace_time, self.stall_penalty = trace, trace_time, stall_penalty
+        """``horizon``: shards planned ahead (None: every remaining one; a per-step model's
+        thousands of shards need a window)."""
+        self.trace, self.trace_time, self.stall_penalty, self.horizon = trace, trace_time, stall_penalty, horizon
 
-    def _transfer(self) -> TransferTime:
+    def transfer(self, ctx: PlanContext | None = None) -> TransferTime:
+        """The true transfer time of the link (what a hybrid oracle splits with)."""
         return lambda start, nbytes: self.trace.transfer_time(self.trace_time(start), nbytes)
 
     def plan(self, ctx: PlanContext) -> list[str]:
         """The best levels for shards ``ctx.index`` onwards."""
-        transfer = self._transfer()
+        transfer = self.transfer()
         frontier: dict[tuple[int, int], tuple[PlanState, list[str]]] = {(0, 0): (start_state(ctx), [])}
-        for index in range(ctx.index, len(ctx.shards)):
+        last = len(ctx.shards) if self.horizon is None else min(len(ctx.shards), ctx.index + self.horizon)
+        for index in range(ctx.index, last):
             grown: dict[tuple[int, int], tuple[PlanState, list[str]]] = {}
             for state, levels in frontier.values():
                 for level in ctx.levels:

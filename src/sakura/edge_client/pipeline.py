@@ -251,8 +251,15 @@ class EditPipeline:
             decode_s={lvl: self.compute_model.decode_s(lvl, self._mean_size[lvl]) for lvl in self._levels},
             compute_start=self.timeline.compute_start, last_consumed=self.kv.last_consumed,
             template_compute=template_s, computed=[j for j, d in enumerate(self._decided) if d == COMPUTE],
-            can_compute=can_compute and self.template is not None and self.template.reaches(index),
+            can_compute=can_compute and self._may_compute(index),
         )
+
+    def _may_compute(self, index: int) -> bool:
+        """Shard ``index`` can still be left to the phone: every shard from the frontier of the
+        template pass up to it is computed or left to the phone already."""
+        if self.template is None or index < self.template.frontier:
+            return False
+        return all(decided == COMPUTE for decided in self._decided[self.template.frontier:index])
 
     def fetch_due(self, index: int) -> float:
         """When shard ``index`` should be decoded if it is fetched (the compute stage's extend rule):

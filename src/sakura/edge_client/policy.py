@@ -16,6 +16,7 @@ from sakura.edge_client.planning import (
     DEFAULT_STALL_PENALTY,
     PlanContext,
     PlanState,
+    TransferTime,
     advance,
     best_split,
     constant_rate,
@@ -146,14 +147,35 @@ class HybridPolicy:
         self.stall_penalty, self.name = stall_penalty, "hybrid"
         self.computes = True  # the session fetches the template's source for it
 
+    def _transfer(self, ctx: PlanContext) -> TransferTime:
+        """The link the split is planned on: the inner policy's own (an oracle's true one), else the estimate."""
+        own = getattr(self.inner, "transfer", None)
+        return own(ctx) if own is not None else constant_rate(planned_rate(ctx))
+
     def choose(self, ctx: PlanContext) -> str:
         if ctx.can_compute and ctx.template_compute:
-            if best_split(ctx, constant_rate(planned_rate(ctx)), self.stall_penalty) > 0:
+            if best_split(ctx, self._transfer(ctx), self.stall_penalty) > 0:
                 return COMPUTE
         return self.inner.choose(ctx)
 
     def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:
         return self.inner.abandon(ctx, level, received, rate)
+
+
+class OnDevicePolicy:
+    """The phone alone: it computes every block of the template KV itself from the template's
+    source and fetches none (the on-device baseline, run by the same client from the same state)."""
+
+    name = "on-device"
+    computes = True
+
+    def choose(self, ctx: PlanContext) -> str:
+        if not ctx.can_compute:
+            raise PolicyError("policy on-device: this model or template cannot compute its template KV on the phone")
+        return COMPUTE
+
+    def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:
+        return None
 
 
 PolicyFactory = Callable[..., LevelPolicy]
@@ -172,7 +194,8 @@ def policy_names() -> list[str]:
 
 def make_policy(name: str, **kwargs: object) -> LevelPolicy:
     """A policy by name: ``hybrid`` (compute or fetch), ``mpc`` (fetch only), ``throughput``,
-    ``fixed-<level>``, ``oracle`` (needs ``trace=``)."""
+    ``fixed-<level>``, ``on-device`` (compute only), ``oracle`` (the hybrid knowing the future
+    bandwidth: needs ``trace=``)."""
     if name.startswith("fixed-") and name not in _POLICIES:
         return FixedPolicy(name.removeprefix("fixed-"))
     try:
@@ -185,6 +208,7 @@ def make_policy(name: str, **kwargs: object) -> LevelPolicy:
 register_policy("mpc", RobustMPCPolicy)
 register_policy("throughput", ThroughputPolicy)
 register_policy("hybrid", HybridPolicy)
+register_policy("on-device", OnDevicePolicy)
 
 
 def _oracle(**kwargs: object) -> LevelPolicy:
@@ -192,7 +216,9 @@ def _oracle(**kwargs: object) -> LevelPolicy:
 
     if "trace" not in kwargs:
         raise PolicyError("the oracle policy needs the true bandwidth: pass trace=")
-    return OraclePolicy(**kwargs)  # type: ignore[arg-type]
+    hybrid = HybridPolicy(OraclePolicy(**kwargs))  # type: ignore[arg-type]
+    hybrid.name = "oracle"  # compute or fetch, knowing the future
+    return hybrid
 
 
 register_policy("oracle", _oracle)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field, replace
+from typing import Iterable
 
 import numpy as np
 
@@ -76,6 +77,17 @@ class EditGeometry:
         if system == "on-device-prepared":
             return passes * self.reference_pass_s + self.compute_s
         raise ValueError(f"unknown on-device system {system!r}")
+
+    def template_compute_s(self, computed: Iterable[int]) -> float:
+        """The phone's time computing the template KV of the shards ``computed``: per pass of the
+        reference tokens (a step, or the only one of a KV-cached model), every block up to the
+        highest computed one."""
+        per, total, highest = self.shards_per_step, 0.0, {}
+        for i in computed:
+            highest[i // per] = max(highest.get(i // per, -1), i)
+        for step, top in highest.items():
+            total += sum(self.shard_compute_s[step * per:top + 1])
+        return total
 
     @property
     def compute_s(self) -> float:

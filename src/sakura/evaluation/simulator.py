@@ -44,10 +44,10 @@ from sakura.edge_client import (
     FixedPolicy,
     HybridPolicy,
     LevelPolicy,
-    OraclePolicy,
     PlanContext,
     RobustMPCPolicy,
     ShardOption,
+    make_policy,
 )
 from sakura.edge_client.planning import (
     ABANDON_CHECK_S,
@@ -134,8 +134,10 @@ class EditSimulator:
             return self.pipelined(RobustMPCPolicy(), system)
         if system == "sakura-fixed-medium":
             return self.pipelined(FixedPolicy(self.g.levels[len(self.g.levels) // 2]), system)
-        if system == "oracle":
-            return self.pipelined(OraclePolicy(self.trace, trace_time=lambda t: self.start + t), system, abandon=False)
+        if system == "oracle":  # the hybrid with the true bandwidth: it splits and picks levels knowing the future
+            horizon = None if self.g.kv_cached else 2 * self.g.shards_per_step
+            oracle = make_policy("oracle", trace=self.trace, trace_time=lambda t: self.start + t, horizon=horizon)
+            return self.pipelined(oracle, system, abandon=False)
         if system == "sakura-no-pipeline":
             return self.sequential(RobustMPCPolicy(), system)
         if system == "full-sequential":
@@ -278,14 +280,8 @@ class EditSimulator:
         return self._compute_after(shards, system, decode_free + self._fallback_compute(shards))
 
     def _fallback_compute(self, shards: list[ShardTiming]) -> float:
-        """Computing the shards left to the phone: per pass of the reference tokens (a step, or the
-        only one of a KV-cached model), every block up to the highest computed one."""
-        per, total = self.g.shards_per_step, 0.0
-        for first in range(0, self.n, per):
-            computed = [s.index for s in shards[first:first + per] if s.computed]
-            if computed:
-                total += sum(self.g.shard_compute_s[first:max(computed) + 1])
-        return total
+        """Computing the shards left to the phone (every block below each, in its pass)."""
+        return self.g.template_compute_s(s.index for s in shards if s.computed)
 
     # -- mechanics -----------------------------------------------------------------------
     def _near_done(self, shard: ShardTiming) -> float:

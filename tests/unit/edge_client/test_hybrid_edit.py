@@ -64,3 +64,11 @@ def test_when_the_link_dies_mid_edit_the_late_blocks_are_computed(api, reference
     result = edits(api.url, reference_model, step, device, at=29.85)
     assert result.levels[-1] == COMPUTE, result.levels
     assert result.timeline.stall_s < 1.0  # a single shard at 20 kbit/s would take seconds
+
+
+def test_the_on_device_policy_computes_every_block_and_fetches_no_shard(api, reference_model):
+    """The phone alone, run by the same client: the preamble brings the source, no shard is asked for."""
+    with EdgeSession(api.url, models=lambda _: reference_model) as session:
+        result = session.edit(load_image(PHOTO), TEMPLATE, 1, "on-device")
+    assert result.computed == list(range(SHARDS)) and result.bytes == 0
+    assert np.array_equal(result.image, exact(api.url, reference_model))

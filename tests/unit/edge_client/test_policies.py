@@ -125,7 +125,7 @@ def test_oracle_finds_the_best_plan_on_a_real_trace(trace_file, offset):
     trace = load_trace(path)
     c = ctx(None, n=5, layer_s=0.05)
     oracle = OraclePolicy(trace, trace_time=lambda t: offset + t)
-    transfer = oracle._transfer()
+    transfer = oracle.transfer()
     best = max(_score(c, plan, transfer) for plan in itertools.product(LEVELS, repeat=5))
     assert _score(c, oracle.plan(c), transfer) == pytest.approx(best)
 
@@ -134,7 +134,7 @@ def test_oracle_beats_mpc_when_bandwidth_drops():
     drop = BandwidthTrace("drop", "test", np.array([0.0, 0.3]), np.array([40.0, 1.0]), 100.0)
     c = ctx(5e6, layer_s=0.1)
     oracle = OraclePolicy(drop)
-    transfer = oracle._transfer()
+    transfer = oracle.transfer()
     mpc_plan = []
     for i in range(6):  # MPC keeps believing the old estimate: it gets hurt by the drop
         mpc_plan.append(RobustMPCPolicy().choose(ctx(5e6, index=i, layer_s=0.1)))
