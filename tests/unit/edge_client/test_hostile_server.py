@@ -378,13 +378,14 @@ SCENARIOS.update({
     "preamble-length": _preamble_with({"X-Sakura-Manifest-Length": "999999999"}),
     "preamble-short": _preamble_with(patch_body=lambda body: body[:-1]),
     "preamble-damaged": _preamble_with(patch_body=_flip_last_byte),
+    "preamble-genuine": lambda s, h, path: False,
 })
 
 
 def test_a_hybrid_edit_gets_manifest_and_source_in_one_round_trip(hostile, reference_model, tmp_path):
-    result, _ = attack(hostile, "genuine", reference_model, tmp_path, policy="hybrid")
+    result, _ = attack(hostile, "preamble-genuine", reference_model, tmp_path, policy="hybrid")
     assert isinstance(result, EditResult), result
-    paths = [r.path for r in hostile.requests("genuine")]
+    paths = [r.path for r in hostile.requests("preamble-genuine")]
     assert paths[0] == "/v1/templates/portrait/versions/latest/preamble?source=1"
     assert not any("/source/" in p or "/context/" in p or p.endswith("/manifest") for p in paths), paths
 
