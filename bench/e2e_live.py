@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sakura.edge_client import EdgeSession, EditResult, Timeline, make_policy
+from sakura.edge_client import COMPUTE, EdgeSession, EditResult, Timeline, make_policy
 from sakura.edge_client.emulation import KernelLink, TraceLink, kernel_link_support
 from sakura.evaluation import EditGeometry, EditSimulator, measure_workload
 from sakura.evaluation.workload import DEFAULT_PHOTO, USER_PHOTOS, example_spec
@@ -186,9 +186,14 @@ def _compare(live: Live, trace: BandwidthTrace, start: float, system: str, geome
     print(f"  {row['trace']:48s} {system:20s} live {median.latency_s:7.3f} s  sim {sim.latency_s:7.3f} s  "
           f"({row['error']:+.1%}; calibrated {calibrated.latency_s:.3f} s, {row['error_calibrated']:+.1%})  "
           f"compute {factor:.2f}x  stall live {median.timeline.stall_s:.2f} sim {sim.stall_s:.2f}  "
-          f"levels live {''.join(lv[0] for lv in median.levels)} sim {''.join(lv[0] for lv in sim.levels)}  "
+          f"levels live {_letters(median.levels)} sim {_letters(sim.levels)}  "
           f"(load {load:.2f})", flush=True)
     return row
+
+
+def _letters(levels: list[str]) -> str:
+    """One letter per shard: its level's initial, ``X`` where the phone computed it."""
+    return "".join("X" if lv == COMPUTE else lv[0] for lv in levels)
 
 
 def _shards(timeline: Timeline) -> list[list[object]]:

@@ -111,6 +111,8 @@ class ShardFetcher:
         rtt, estimate = self.estimator.rtt_s, self.estimator.estimate()
         # At the estimated rate the response ends ``rtt + length / rate`` from now: the next request
         # should leave one round trip before that (progress below corrects it with the real rate).
+        # Without an estimate (a fresh session) it leaves when the first byte arrives: the link
+        # then never idles a round trip between responses, for one response of lead.
         timer = threading.Timer(location.length / estimate.bytes_per_s if estimate else float("inf"), near_done.set)
         timer.daemon = True
         if estimate is not None:
@@ -128,6 +130,8 @@ class ShardFetcher:
                 self._received[index] = received
             if not first:
                 first.extend((now, received))
+                if estimate is None:  # no rate to time it by: the next request leaves at the first byte
+                    near_done.set()
                 return
             elapsed = now - first[0]
             rate = (received - first[1]) / elapsed if elapsed > 0 else 0.0

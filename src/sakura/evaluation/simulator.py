@@ -287,10 +287,10 @@ class EditSimulator:
     def _near_done(self, shard: ShardTiming) -> float:
         """When the live fetcher deems ``shard``'s response near done: a round trip before it ends,
         as predicted at request time from the bandwidth estimate (its timer), or at the latest
-        when it is complete."""
+        when it is complete; requested without an estimate, at its first byte."""
         timer = self._timers.get(shard.index)
         if timer is None:
-            return shard.arrived_at
+            return shard.first_byte_at
         return min(shard.arrived_at, max(shard.arrived_at - self.rtt, timer))
 
     def _next_request(self, shards: list[ShardTiming]) -> float:

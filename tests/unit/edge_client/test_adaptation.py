@@ -12,7 +12,7 @@ from sakura.edge_client import EdgeSession, EditResult, make_policy
 from sakura.edge_client.emulation import KernelLink, PacedDevice, TraceLink
 from sakura.platform.images import load_image
 from sakura.platform.models import ModelAdapter
-from sakura.platform.traces import load_trace
+from sakura.platform.traces import BandwidthTrace, load_trace
 
 REPO = Path(__file__).resolve().parents[3]
 #: ../shared/traces beside the checkout, else the copy shipped in examples/traces/ (attributed in
@@ -63,3 +63,14 @@ def test_policy_moves_later_shards_smaller_and_stalls_less_than_fixed_full(api, 
     assert max(early) == 2 and min(late) < 2, mpc.levels  # full while it was fast, smaller after the drop
     assert mpc.timeline.stall_s < full.timeline.stall_s / 2
     assert mpc.bytes < full.bytes
+
+
+def test_a_fresh_session_keeps_the_link_busy_from_its_first_shard_on(api, reference_model):
+    """No rate known yet: the second request leaves when the first response's first byte arrives, so
+    the second response follows the first without a round trip of idle link."""
+    link = TraceLink(BandwidthTrace.constant(2.0), rtt_s=RTT_S)
+    with EdgeSession(api.url, link=link, models=lambda _: reference_model) as session:
+        link.start()
+        shards = session.edit(load_image(PHOTO), TEMPLATE, 1, "fixed-compact").timeline.shards
+    assert shards[1].requested_at < shards[0].arrived_at - RTT_S
+    assert shards[1].first_byte_at - shards[0].arrived_at < RTT_S / 2
