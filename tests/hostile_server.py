@@ -75,7 +75,7 @@ class HostileServer(LoopbackServer):
             conn.request("GET", path, headers={"Range": range_header} if range_header else {})
             resp = conn.getresponse()
             keep = ("content-type", "etag", "content-range", "accept-ranges", "x-sakura-manifest-length",
-                    "x-sakura-bundled")
+                    "x-sakura-bundled", "x-sakura-version", "x-sakura-level")
             return resp.status, {k: v for k, v in resp.getheaders() if k.lower() in keep}, resp.read()
         finally:
             conn.close()

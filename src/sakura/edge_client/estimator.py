@@ -20,6 +20,12 @@ class Estimate:
     #: Largest relative error of recent predictions, |predicted - observed| / observed.
     error: float
 
+    @property
+    def point_bytes_per_s(self) -> float:
+        """The estimate before its error discount: what times a request ahead (late idles the link,
+        early only sends a request sooner), where the discounted one plans what to fetch."""
+        return self.bytes_per_s * (1.0 + self.error)
+
 
 class BandwidthEstimator:
     """Throughput from finished shard transfers, plus the request round trip (request to first byte)."""

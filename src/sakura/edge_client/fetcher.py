@@ -10,6 +10,7 @@ from typing import Callable
 
 from sakura.edge_client.cache import ShardCache
 from sakura.edge_client.estimator import BandwidthEstimator
+from sakura.edge_client.first_shard import FirstShard, FirstShardBytes
 from sakura.edge_client.planning import ABANDON_CHECK_S, ABANDON_MIN_S
 from sakura.edge_client.timeline import ShardTiming
 from sakura.edge_client.transport import Abandon, HttpTransport
@@ -55,14 +56,26 @@ class ShardFetcher:
         estimator: BandwidthEstimator,
         cache: ShardCache | None,
         clock: Callable[[], float],
+        first: FirstShard | None = None,
     ) -> None:
+        """``first``: shard 0, asked for with the preamble (used if it is what the manifest lists)."""
         self.transport, self.manifest, self.estimator, self.cache, self.clock = transport, manifest, estimator, cache, clock
+        self.first = first
         self.rank = {level.name: i for i, level in enumerate(manifest.levels)}
         self.meter = _LinkMeter()
         self.budget = transport.edit_budget()  # the edit's network deadline
         self._active = 0  # downloads in flight
         self._received: dict[int, int] = {}  # per shard, bytes of the download in progress
         self._lock = threading.Lock()
+
+    @property
+    def first_level(self) -> str | None:
+        """The level shard 0 is in flight at, asked for with the preamble (None if it was not)."""
+        return self.first.smallest_level(self.manifest) if self.first is not None else None
+
+    def close(self) -> None:
+        if self.first is not None:
+            self.first.close()
 
     def received(self, index: int) -> int:
         """Bytes of shard ``index``'s current download received so far."""
@@ -84,6 +97,12 @@ class ShardFetcher:
         """The chosen (or switched-to) level and its verified bytes. ``near_done`` is set once the
         rest of the response should take less than a round trip (time to request the next shard)."""
         near_done = near_done or threading.Event()
+        if index == 0 and self.first is not None:
+            first, self.first = self.first, None
+            got = first.take(self.manifest, cancel) if level == first.smallest_level(self.manifest) else None
+            first.close()
+            if got is not None:
+                return level, self._from_first(first.requested_at, got, timing)
         while True:
             data = self._from_cache(index, level)
             if data is not None:
@@ -96,6 +115,21 @@ class ShardFetcher:
                 timing.bytes += switch.received
                 self.estimator.observe(switch.measured, switch.elapsed_s)
                 level = switch.level
+
+    def _from_first(self, requested_at: float, got: FirstShardBytes, timing: ShardTiming) -> bytes:
+        """Shard 0 as it came with the preamble: timed, measured and cached like a download."""
+        timing.requested_at, timing.first_byte_at, timing.arrived_at = requested_at, got.first_byte_at, got.arrived_at
+        timing.bytes += len(got.data)
+        timing.attempts += 1
+        to_monotonic = time.monotonic() - self.clock()
+        others = self.meter.delivered(got.first_byte_at + to_monotonic, got.arrived_at + to_monotonic)
+        self.meter.add(len(got.data))
+        if got.arrived_at > got.first_byte_at:  # the link carried the next shard's first bytes too meanwhile
+            self.estimator.observe(len(got.data) + others, got.arrived_at - got.first_byte_at)
+        if self.cache is not None:
+            m = self.manifest
+            self.cache.write(m.template_id, m.version, 0, got.level, got.data, rank=self.rank)
+        return got.data
 
     def _from_cache(self, index: int, level: str) -> bytes | None:
         if self.cache is None or level not in self.cached_levels(index):
@@ -113,7 +147,7 @@ class ShardFetcher:
         # should leave one round trip before that (progress below corrects it with the real rate).
         # Without an estimate (a fresh session) it leaves when the first byte arrives: the link
         # then never idles a round trip between responses, for one response of lead.
-        timer = threading.Timer(location.length / estimate.bytes_per_s if estimate else float("inf"), near_done.set)
+        timer = threading.Timer(location.length / estimate.point_bytes_per_s if estimate else float("inf"), near_done.set)
         timer.daemon = True
         if estimate is not None:
             timer.start()

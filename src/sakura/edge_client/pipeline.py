@@ -211,7 +211,11 @@ class EditPipeline:
         try:
             timing = self.timeline.shards[index]
             timing.chosen_at = self.clock()
-            level = self._known(self.policy.choose(self.context(index, can_compute=False)), "chose")
+            if index == 0 and self.fetcher.first_level is not None:  # asked for with the preamble: on its way
+                level = self.fetcher.first_level
+                near_done.set()
+            else:
+                level = self._known(self.policy.choose(self.context(index, can_compute=False)), "chose")
 
             def abandon(current: str, received: int, rate: float) -> str | None:
                 smaller = self.policy.abandon(self.context(index, can_compute=False), current, received, rate)

@@ -70,6 +70,12 @@ class _Adaptive:
     abandon_gain = 0.25
     min_level: str | None = None
 
+    @property
+    def speculates(self) -> bool:
+        """A session that knows no rate asks for shard 0 at the smallest level with the preamble
+        (:mod:`~sakura.edge_client.first_shard`): what these policies pick then, unless floored."""
+        return self.min_level is None
+
     def _floored(self, ctx: PlanContext) -> PlanContext:
         if self.min_level is None:
             return ctx

@@ -21,6 +21,7 @@ from sakura.edge_client.cache import ShardCache
 from sakura.edge_client.compute_model import ComputeModel
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetcher import ShardFetcher
+from sakura.edge_client.first_shard import FirstShard
 from sakura.edge_client.link import Link
 from sakura.edge_client.pipeline import Device, EditPipeline
 from sakura.edge_client.planning import COMPUTE
@@ -204,29 +205,45 @@ class EdgeSession:
         origin = time.monotonic()
         clock = lambda: time.monotonic() - origin  # noqa: E731
         chosen = make_policy(policy) if isinstance(policy, str) else policy
-        computes = getattr(chosen, "computes", False)
-        manifest, bundled = self.preamble(template, version, source=computes, cancel=cancel)
-        adapter = self.model_for(manifest.model)
-        limits = accept_manifest(manifest, adapter, max_steps=self.max_steps)
-        context = self.context(manifest, cancel=cancel, bundled=bundled)
-        request = EditRequest(fit_image(np.asarray(image), adapter.resolution), seed=seed)
-        schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
-        if self.cache is not None:
-            self.cache.touch(template)
-        fetcher = ShardFetcher(self.transport, manifest, self.estimator, self.cache, clock)
-        template_kv = self._template_computer(chosen, adapter, manifest, context, schedule, cancel, bundled)
-        pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
-                                limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv)
-        pipeline.timeline.manifest_s = clock()
+        first = self._first_shard(chosen, template, version, clock)
         try:
-            latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule, context=context))
+            manifest, bundled = self.preamble(template, version, source=getattr(chosen, "computes", False), cancel=cancel)
+            adapter = self.model_for(manifest.model)
+            limits = accept_manifest(manifest, adapter, max_steps=self.max_steps)
+            context = self.context(manifest, cancel=cancel, bundled=bundled)
+            request = EditRequest(fit_image(np.asarray(image), adapter.resolution), seed=seed)
+            schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
+            if self.cache is not None:
+                self.cache.touch(template)
+            fetcher = ShardFetcher(self.transport, manifest, self.estimator, self.cache, clock, first)
+            template_kv = self._template_computer(chosen, adapter, manifest, context, schedule, cancel, bundled)
+            pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
+                                    limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv)
+            pipeline.timeline.manifest_s = clock()
+            try:
+                latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule, context=context))
+            finally:
+                if template_kv is not None:
+                    template_kv.close()
         finally:
-            if template_kv is not None:
-                template_kv.close()
+            if first is not None:
+                first.close()
         result = adapter.latent_to_image(latent)
         timeline = pipeline.timeline
         timeline.compute_end = clock()
         return EditResult(result, timeline, timeline.levels, timeline.network_bytes, clock(), template, manifest.version)
+
+    def _first_shard(self, policy: LevelPolicy, template: str, version: int | str,
+                     clock: Callable[[], float]) -> FirstShard | None:
+        """Shard 0 asked for with the preamble: by an adaptive fetching policy (it starts at the
+        smallest level while no rate is known) in a session that knows no rate yet."""
+        if not getattr(policy, "speculates", False) or self.estimator.estimate() is not None:
+            return None
+        validate_template_id(template)
+        number = layout.version_ref(version)
+        if number is not None and self.cache is not None and self.cache.read_manifest(template, number) is not None:
+            return None  # no preamble to overlap
+        return FirstShard(self.transport, template, number if number is not None else version, clock)
 
     def _template_computer(self, policy: LevelPolicy, adapter: ModelAdapter, manifest: Manifest,
                            context: dict[str, np.ndarray], schedule: Schedule, cancel: threading.Event | None,

@@ -66,6 +66,7 @@ class Reply:
     status: int
     headers: dict[str, str]
     body: bytes
+    first_byte_at: float | None = None  # time.monotonic() of the body's first byte
 
     def json(self) -> dict:
         try:
@@ -117,12 +118,12 @@ class HttpTransport:
         for attempt in range(1, self.retry.attempts + 1):
             op.begin_attempt()
             try:
-                status, resp_headers, body = self._document(self.base_url + path, self._headers(headers), limit, op)
+                status, resp_headers, body, first = self._document(self.base_url + path, self._headers(headers), limit, op)
                 if status in RETRYABLE_STATUS:
                     raise Retryable(f"HTTP {status}", _retry_after(resp_headers))
                 if status >= 400:
                     raise _server_error(status, body)
-                return Reply(status, resp_headers, body)
+                return Reply(status, resp_headers, body, first)
             except EdgeError:
                 raise
             except (OSError, http.client.HTTPException, Retryable) as exc:
@@ -180,7 +181,8 @@ class HttpTransport:
         return NetworkBudget(self.retry.attempts * self.timeout_s, self.min_rate)
 
     # -- one exchange, following redirects --------------------------------------------------
-    def _document(self, url: str, headers: dict[str, str], limit: int, op: Operation) -> tuple[int, dict[str, str], bytes]:
+    def _document(self, url: str, headers: dict[str, str], limit: int,
+                  op: Operation) -> tuple[int, dict[str, str], bytes, float | None]:
         visited = {url}
         while True:
             with self._exchange(url, headers, op) as r:
@@ -190,8 +192,8 @@ class HttpTransport:
                     headers = {"User-Agent": USER_AGENT}  # credentials never go past the first hop
                     continue
                 body = bytearray()
-                r.read_into(body, limit, None, exact=False)
-                return r.resp.status, {k.lower(): v for k, v in r.resp.getheaders()}, bytes(body)
+                first = r.read_into(body, limit, None, exact=False)
+                return r.resp.status, {k.lower(): v for k, v in r.resp.getheaders()}, bytes(body), first
 
     def _stream_into(
         self, url: str, received: bytearray, sha256: str, length: int, progress: Progress | None, op: Operation,

@@ -176,8 +176,14 @@ class EditSimulator:
             est.observe(self.g.manifest_bytes + objects, max(t - self.rtt, 1e-6))
         stages = _Stages(self, Timeline(system, [], compute_start=t), extend=self._extend if hybrid else None)
         waiting: deque[ShardTiming] = deque()  # requested, not yet handed to the decoder
-        link_free = t
-        for i in range(self.n):
+        link_free, first = t, 0
+        if getattr(policy, "speculates", False) and est.estimate() is None and not self.warm_template:
+            # asked for with the preamble, at the smallest level: its bytes follow the preamble's
+            shard = self._fetch(0, self.g.levels[0], 0.0, t, None, None, [], t)
+            est.observe(shard.bytes, max(shard.arrived_at - shard.first_byte_at, 1e-6))
+            waiting.append(shard)
+            link_free, first = shard.arrived_at, 1
+        for i in range(first, self.n):
             if hybrid and self._may_compute(i, waiting, stages.edit.shards):
                 ctx = self._context(i, t, est, stages.edit.shards, stages.edit.compute_start, stages.decode_free,
                                     link_free, can_compute=True)
@@ -344,8 +350,9 @@ class EditSimulator:
         ``rate``: the throughput the request expects when there is no estimator."""
         shard = ShardTiming(i, level=level, chosen_at=t, requested_at=t)
         estimate = est.estimate() if est is not None else None
+        timer_rate = rate
         if estimate is not None:
-            rate = estimate.bytes_per_s
+            rate, timer_rate = estimate.bytes_per_s, estimate.point_bytes_per_s
         while True:
             begin = max(t + self.rtt, link_free)
             size = self.g.sizes[level][i]
@@ -361,7 +368,7 @@ class EditSimulator:
         shard.level, shard.arrived_at, shard.first_byte_at = level, arrival, begin
         shard.bytes += size
         shard.attempts = 1
-        self._timers[i] = None if rate is None else t + size / rate
+        self._timers[i] = None if timer_rate is None else t + size / timer_rate
         self._rates[i] = rate
         if est is not None:
             est.observe_rtt(begin - t)

@@ -19,6 +19,11 @@ ALIAS = CATALOGUE + "/{template_id}/aliases/{alias}"
 PREAMBLE_MANIFEST_LENGTH = "X-Sakura-Manifest-Length"
 PREAMBLE_BUNDLED = "X-Sakura-Bundled"
 MAX_BUNDLED_BYTES = 16 << 20
+#: In a shard path, the shard's smallest level, whatever its name (``SHARD_LEVEL`` says which it
+#: was): a phone asks for its first shard this way together with the preamble, before it knows the
+#: level names, so no round trip of idle link separates the two responses.
+SMALLEST_LEVEL = "~smallest"
+SHARD_LEVEL = "X-Sakura-Level"
 
 
 def manifest_path(template_id: str, version: int | str) -> str:

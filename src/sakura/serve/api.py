@@ -109,15 +109,20 @@ def create_api(config: ServeConfig) -> FastAPI:
     async def shard(template_id: str, version: str, shard: str, level: str, request: Request) -> Response:
         require_reader_auth(request)
         index = _shard_index(shard)
-        validate_level(level)
+        if level != http_api.SMALLEST_LEVEL:
+            validate_level(level)
         number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
         manifest = await run_in_threadpool(reader.manifest, template_id, number)
         if index >= len(manifest.shards):
             raise ApiError(404, "unknown_shard", f"{template_id} v{number} has {len(manifest.shards)} shards")
+        if level == http_api.SMALLEST_LEVEL:
+            level = next(lv.name for lv in manifest.levels if lv.name in manifest.shards[index].levels)
         if level not in manifest.shards[index].levels:
             raise ApiError(404, "unknown_level", f"{template_id} v{number} has no level {level!r}")
-        return await _object(request, reader, manifest, reader.locate(manifest, index, level), f"#{index} {level}",
-                             is_alias, config)
+        response = await _object(request, reader, manifest, reader.locate(manifest, index, level), f"#{index} {level}",
+                                 is_alias, config)
+        response.headers[http_api.SHARD_LEVEL] = level
+        return response
 
     async def named_object(kind: str, template_id: str, version: str, name: str, request: Request) -> Response:
         """A context or source object the version's manifest lists under ``kind``."""

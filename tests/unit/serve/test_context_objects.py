@@ -115,3 +115,13 @@ def test_a_preamble_carries_the_manifest_then_its_objects_in_manifest_order(libr
     monkeypatch.setattr(http_api, "MAX_BUNDLED_BYTES", len(objects["context"]))  # too big to bundle with the source
     r = client.get(http_api.preamble_path("tpl", 2, source=True))
     assert r.headers[http_api.PREAMBLE_BUNDLED] == "0" and r.content == manifest
+
+
+def test_the_smallest_level_alias_serves_the_first_level_a_shard_has_and_names_it(library):
+    client = TestClient(create_api(ServeConfig(store=f"file://{library}", alias_ttl_s=0)))
+    doc = client.get(http_api.manifest_path("tpl", 2)).json()
+    smallest = next(lv["name"] for lv in doc["levels"] if lv["name"] in doc["shards"][0]["levels"])
+    r = client.get(http_api.shard_path("tpl", "latest", 0, http_api.SMALLEST_LEVEL))
+    assert r.status_code == 200 and r.headers[http_api.SHARD_LEVEL] == smallest and r.headers["x-sakura-version"] == "2"
+    assert r.content == client.get(http_api.shard_path("tpl", 2, 0, smallest)).content
+    assert client.get(http_api.shard_path("tpl", 2, 0, "~largest")).status_code == 400
