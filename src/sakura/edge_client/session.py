@@ -208,6 +208,7 @@ class EdgeSession:
         first = self._first_shard(chosen, template, version, clock)
         try:
             manifest, bundled = self.preamble(template, version, source=getattr(chosen, "computes", False), cancel=cancel)
+            preamble_s = clock()
             adapter = self.model_for(manifest.model)
             limits = accept_manifest(manifest, adapter, max_steps=self.max_steps)
             context = self.context(manifest, cancel=cancel, bundled=bundled)
@@ -219,7 +220,7 @@ class EdgeSession:
             template_kv = self._template_computer(chosen, adapter, manifest, context, schedule, cancel, bundled)
             pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
                                     limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv)
-            pipeline.timeline.manifest_s = clock()
+            pipeline.timeline.manifest_s, pipeline.timeline.preamble_s = clock(), preamble_s
             try:
                 latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule, context=context))
             finally:

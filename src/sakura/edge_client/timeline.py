@@ -52,6 +52,7 @@ class Timeline:
     shards: list[ShardTiming]
     stalls: list[Stall] = field(default_factory=list)
     manifest_s: float = 0.0  # spent getting the manifest, before the pipeline started
+    preamble_s: float = 0.0  # when the preamble response (manifest and objects) had arrived
     compute_start: float = 0.0
     compute_end: float = 0.0
 
@@ -71,6 +72,16 @@ class Timeline:
     @property
     def levels(self) -> list[str]:
         return [s.level for s in self.shards]
+
+    def link_gaps(self) -> list[float]:
+        """Per fetched shard, in the order their bytes began: how long the link sat idle before its
+        first byte, since the last byte of every response before it (the preamble's included)."""
+        latest, gaps = self.preamble_s, []
+        for s in sorted((s for s in self.shards if s.first_byte_at is not None and s.arrived_at is not None),
+                        key=lambda s: s.first_byte_at):
+            gaps.append(max(0.0, s.first_byte_at - latest))
+            latest = max(latest, s.arrived_at)
+        return gaps
 
     def summary(self) -> dict:
         counts: dict[str, int] = {}

@@ -174,7 +174,7 @@ class EditSimulator:
         t = self.preamble_done(objects)
         if objects and not self.warm_template:  # the live client learns the link from a preamble with objects
             est.observe(self.g.manifest_bytes + objects, max(t - self.rtt, 1e-6))
-        stages = _Stages(self, Timeline(system, [], compute_start=t), extend=self._extend if hybrid else None)
+        stages = _Stages(self, Timeline(system, [], compute_start=t, preamble_s=t), extend=self._extend if hybrid else None)
         waiting: deque[ShardTiming] = deque()  # requested, not yet handed to the decoder
         link_free, first = t, 0
         if getattr(policy, "speculates", False) and est.estimate() is None and not self.warm_template:
