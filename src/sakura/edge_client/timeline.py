@@ -74,11 +74,12 @@ class Timeline:
         return [s.level for s in self.shards]
 
     def link_gaps(self) -> list[float]:
-        """Per fetched shard, in the order their bytes began: how long the link sat idle before its
-        first byte, since the last byte of every response before it (the preamble's included)."""
+        """Per fetched shard (not one the phone computed instead), in the order their bytes began:
+        how long the link sat idle before its first byte, since the last byte of every response
+        before it (the preamble's included)."""
         latest, gaps = self.preamble_s, []
-        for s in sorted((s for s in self.shards if s.first_byte_at is not None and s.arrived_at is not None),
-                        key=lambda s: s.first_byte_at):
+        fetched = [s for s in self.shards if not s.computed and None not in (s.first_byte_at, s.arrived_at)]
+        for s in sorted(fetched, key=lambda s: s.first_byte_at):
             gaps.append(max(0.0, s.first_byte_at - latest))
             latest = max(latest, s.arrived_at)
         return gaps
