@@ -407,6 +407,7 @@ class EditSimulator:
                             decode_s=self._mean_decode, compute_start=compute_start, last_consumed=last,
                             decode_free_at=decode_free, link_free_at=link_free,
                             template_compute=self._template_s(done) if can_compute else (),
+                            computed=[s.index for s in done if s.computed],
                             pass_shards=self.g.shards_per_step, can_compute=can_compute)
 
 
