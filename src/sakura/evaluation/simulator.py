@@ -37,7 +37,6 @@ are on the phone from an earlier edit, the KV is not.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
 
 from sakura.edge_client import (
     BandwidthEstimator,
@@ -53,7 +52,6 @@ from sakura.edge_client.planning import (
     ABANDON_CHECK_S,
     COMPUTE,
     ABANDON_MIN_S,
-    MAX_AHEAD,
     MAX_IN_FLIGHT,
     level_utility,
     normalised_weights,
@@ -62,6 +60,7 @@ from sakura.edge_client.planning import (
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
 from sakura.evaluation.cachegen import select_config
 from sakura.evaluation.geometry import EditGeometry
+from sakura.evaluation.stages import PipelineStages
 from sakura.platform.traces import BandwidthTrace
 
 ONDEVICE_SYSTEMS = ("on-device", "on-device-uncached", "on-device-prepared")
@@ -167,14 +166,14 @@ class EditSimulator:
         """The live fetch stage's loop (:meth:`EditPipeline._fetch_stage`), ``t`` its clock: before
         requesting shard ``i`` it hands the oldest download over if ``MAX_IN_FLIGHT`` are out, waits
         until the last request is near done, and hands over every download complete by then; a
-        hand-over waits while the decoder's queue is full (:class:`_Stages`)."""
+        hand-over waits while the decoder's queue is full (:class:`~sakura.evaluation.stages.PipelineStages`)."""
         hybrid = getattr(policy, "computes", False) and bool(self.g.shard_compute_s)
         est = self.primed_estimator()
         objects = self.g.context_bytes + (self.hybrid_source_bytes if hybrid else 0)
         t = self.preamble_done(objects)
         if objects and not self.warm_template:  # the live client learns the link from a preamble with objects
             est.observe(self.g.manifest_bytes + objects, max(t - self.rtt, 1e-6))
-        stages = _Stages(self, Timeline(system, [], compute_start=t, preamble_s=t), extend=self._extend if hybrid else None)
+        stages = PipelineStages(self, Timeline(system, [], compute_start=t, preamble_s=t), extend=self._extend if hybrid else None)
         waiting: deque[ShardTiming] = deque()  # requested, not yet handed to the decoder
         link_free, first = t, 0
         if getattr(policy, "speculates", False) and est.estimate() is None and not self.warm_template:
@@ -409,40 +408,3 @@ class EditSimulator:
                             template_compute=self._template_s(done) if can_compute else (),
                             computed=[s.index for s in done if s.computed],
                             pass_shards=self.g.shards_per_step, can_compute=can_compute)
-
-
-class _Stages:
-    """The live pipeline's decoder and model behind its bounded queues, ``MAX_AHEAD`` deep: a
-    download handed over waits while ``MAX_AHEAD`` encoded shards wait for the decoder; the decoder
-    takes shard ``k`` once it has handed ``k - 1`` to the model, which it can only do while fewer
-    than ``MAX_AHEAD`` decoded shards wait there (:meth:`StreamingKV.offer`)."""
-
-    def __init__(self, sim: EditSimulator, edit: Timeline,
-                 extend: Callable[[Timeline, ShardTiming, float], bool] | None = None) -> None:
-        self.sim, self.edit, self.extend = sim, edit, extend
-        self.offered: list[float] = []  # per shard handed over: when the decoder gave it to the model
-
-    @property
-    def decode_free(self) -> float:
-        return self.offered[-1] if self.offered else self.edit.compute_start
-
-    def hand_over(self, shard: ShardTiming, t: float) -> float:
-        """The fetch stage, free at ``t``, hands the download ``shard`` to the decoder; then the
-        decoder and the model take it in turn. Returns when the fetch stage is free again."""
-        k, done = shard.index, self.edit.shards
-        if shard.computed:  # left to the phone: no download, no decode
-            self.offered.append(self.decode_free)
-            self.sim._consume(self.edit, shard, t)
-            return t
-        put = max(t, shard.arrived_at)
-        if k >= MAX_AHEAD and done[k - MAX_AHEAD].decode_started_at is not None:  # None: computed
-            put = max(put, done[k - MAX_AHEAD].decode_started_at)
-        shard.decode_started_at = max(put, self.decode_free)
-        shard.decoded_at = shard.decode_started_at + self.sim.g.decode_s[shard.level][k]
-        offered = shard.decoded_at if k < MAX_AHEAD else max(shard.decoded_at, done[k - MAX_AHEAD].consumed_at)
-        self.offered.append(offered)
-        if self.extend is not None and self.extend(self.edit, shard, self.sim._needed(self.edit, k)):
-            shard.decode_started_at = shard.decoded_at = None
-        self.sim._consume(self.edit, shard, offered)
-        return put
-
