@@ -18,7 +18,10 @@ def test_geometry_matches_the_manifest_and_is_plausible(measured):
     # shared machine can tie; the on-device edit never costs less than the replay.
     assert g.compute_s > 0 and g.ondevice_s[1] >= g.replay_s[1] and g.reference_pass_s >= 0
     assert g.ondevice_compute_s("on-device-uncached") >= g.ondevice_compute_s("on-device")
-    assert [g.ondevice_s[r] for r in TOKEN_RATIOS] == sorted(g.ondevice_s[r] for r in TOKEN_RATIOS)
+    # more template tokens cost the stock edit more (the replay's own timings at each ratio are noisy
+    # on a shared machine, so the template's share is what is compared)
+    template_cost = [g.ondevice_s[r] - g.replay_s[r] for r in TOKEN_RATIOS]
+    assert template_cost == sorted(template_cost)
 
 
 def test_scaling_to_a_device_and_to_more_template_tokens(measured):
