@@ -191,10 +191,19 @@ class EditPipeline:
         """Whether the phone computes shard ``index`` (its whole prefix is computed or left to it)."""
         if self.template is None or not (index == 0 or self._decided[index - 1] == COMPUTE):
             return False
+        if index > 0:
+            self._await_template_cost()
         if self.kv.computed(index) or self.policy.choose(self.context(index)) == COMPUTE:
             self._decided[index] = COMPUTE
             return True
         return False
+
+    def _await_template_cost(self) -> None:
+        """Plan past the first computed block only once what a block costs this phone is known
+        (a fresh phone computes the first to learn it)."""
+        n = len(self.manifest.shards)
+        while not self.compute_model.template_s(self.model, n) and not self._stopped():
+            self._stop.wait(_POLL_S)
 
     def _fail_fast(self, future: Future) -> None:
         """A download failed: stop everything now, not when its turn to be handed over comes."""

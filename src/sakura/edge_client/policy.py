@@ -159,7 +159,9 @@ class HybridPolicy:
         return own(ctx) if own is not None else constant_rate(planned_rate(ctx))
 
     def choose(self, ctx: PlanContext) -> str:
-        if ctx.can_compute and ctx.template_compute:
+        if ctx.can_compute:
+            if not ctx.template_compute:  # what a block costs is not known yet: compute one to learn it
+                return COMPUTE
             if best_split(ctx, self._transfer(ctx), self.stall_penalty) > 0:
                 return COMPUTE
         return self.inner.choose(ctx)
