@@ -152,7 +152,7 @@ class Manifest(_Strict):
         return json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True).encode()
 
     def to_wire(self) -> bytes:
-        """The compact encoding phones receive (a third smaller than the stored, indented one)."""
+        """The compact encoding phones receive (a quarter smaller than the stored, indented one)."""
         return json.dumps(self.model_dump(mode="json"), separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
