@@ -73,10 +73,6 @@ class ShardFetcher:
         """The level shard 0 is in flight at, asked for with the preamble (None if it was not)."""
         return self.first.smallest_level(self.manifest) if self.first is not None else None
 
-    def close(self) -> None:
-        if self.first is not None:
-            self.first.close()
-
     def received(self, index: int) -> int:
         """Bytes of shard ``index``'s current download received so far."""
         with self._lock:

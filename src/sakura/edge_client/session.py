@@ -130,10 +130,11 @@ class EdgeSession:
         bundled with it, in one round trip (:data:`~sakura.platform.http_api.PREAMBLE`); the
         objects are still unverified (:meth:`context` and :meth:`source` check them). A manifest
         this phone has cached comes without a request, and without objects."""
+        number = self._cached_version(template, version)
+        if number is not None:
+            return self.manifest(template, number, cancel=cancel), {}
         validate_template_id(template)
         number = layout.version_ref(version)
-        if number is not None and self.cache is not None and self.cache.read_manifest(template, number) is not None:
-            return self.manifest(template, number, cancel=cancel), {}
         started = time.monotonic()
         path = http_api.preamble_path(template, number if number is not None else version, source=source)
         reply = self.transport.get(path, cancel=cancel, limit=MAX_MANIFEST_BYTES + http_api.MAX_BUNDLED_BYTES)
@@ -240,11 +241,18 @@ class EdgeSession:
         smallest level while no rate is known) in a session that knows no rate yet."""
         if not getattr(policy, "speculates", False) or self.estimator.estimate() is not None:
             return None
+        if self._cached_version(template, version) is not None:
+            return None  # no preamble to overlap
+        number = layout.version_ref(version)
+        return FirstShard(self.transport, template, number if number is not None else version, clock)
+
+    def _cached_version(self, template: str, version: int | str) -> int | None:
+        """The version number when this phone has its manifest cached (only numeric versions are)."""
         validate_template_id(template)
         number = layout.version_ref(version)
-        if number is not None and self.cache is not None and self.cache.read_manifest(template, number) is not None:
-            return None  # no preamble to overlap
-        return FirstShard(self.transport, template, number if number is not None else version, clock)
+        if number is None or self.cache is None or self.cache.read_manifest(template, number) is None:
+            return None
+        return number
 
     def _template_computer(self, policy: LevelPolicy, adapter: ModelAdapter, manifest: Manifest,
                            context: dict[str, np.ndarray], schedule: Schedule, cancel: threading.Event | None,
