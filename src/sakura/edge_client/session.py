@@ -21,7 +21,7 @@ from sakura.edge_client.cache import ShardCache
 from sakura.edge_client.compute_model import ComputeModel
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetcher import ShardFetcher
-from sakura.edge_client.first_shard import FirstShard
+from sakura.edge_client.first_shard import FirstShard, asks_first_shard
 from sakura.edge_client.link import Link
 from sakura.edge_client.pipeline import Device, EditPipeline
 from sakura.edge_client.planning import COMPUTE
@@ -133,7 +133,6 @@ class EdgeSession:
         number = self._cached_version(template, version)
         if number is not None:
             return self.manifest(template, number, cancel=cancel), {}
-        validate_template_id(template)
         number = layout.version_ref(version)
         started = time.monotonic()
         path = http_api.preamble_path(template, number if number is not None else version, source=source)
@@ -239,7 +238,7 @@ class EdgeSession:
                      clock: Callable[[], float]) -> FirstShard | None:
         """Shard 0 asked for with the preamble: by an adaptive fetching policy (it starts at the
         smallest level while no rate is known) in a session that knows no rate yet."""
-        if not getattr(policy, "speculates", False) or self.estimator.estimate() is not None:
+        if not asks_first_shard(policy, self.estimator.estimate()):
             return None
         if self._cached_version(template, version) is not None:
             return None  # no preamble to overlap

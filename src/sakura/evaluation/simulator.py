@@ -48,6 +48,7 @@ from sakura.edge_client import (
     ShardOption,
     make_policy,
 )
+from sakura.edge_client.first_shard import asks_first_shard
 from sakura.edge_client.planning import (
     ABANDON_CHECK_S,
     COMPUTE,
@@ -176,7 +177,7 @@ class EditSimulator:
         stages = PipelineStages(self, Timeline(system, [], compute_start=t, preamble_s=t), extend=self._extend if hybrid else None)
         waiting: deque[ShardTiming] = deque()  # requested, not yet handed to the decoder
         link_free, first = t, 0
-        if getattr(policy, "speculates", False) and est.estimate() is None and not self.warm_template:
+        if asks_first_shard(policy, est.estimate()) and not self.warm_template:
             # asked for with the preamble, at the smallest level: its bytes follow the preamble's
             shard = self._fetch(0, self.g.levels[0], 0.0, t, None, None, [], t)
             est.observe(shard.bytes, max(shard.arrived_at - shard.first_byte_at, 1e-6))
