@@ -14,7 +14,10 @@ With a :class:`~sakura.edge_client.template_kv.TemplateComputer` the phone may c
 itself, always a prefix: the fetch stage skips a shard the policy says to compute (``COMPUTE``),
 and the compute stage computes a skipped shard when the model needs it, or extends the prefix
 when the next shard's fetch is predicted to end later than computing it would (that download is
-then abandoned, freeing the link for the shards after it).
+then abandoned, freeing the link for the shards after it). The other way too: once every shard
+above the prefix is on its way, the fetch stage takes back the top of the prefix, block by block,
+while the policy says its download ends before the phone would have computed it (the link
+proved faster than planned) and the compute stage has not reached it.
 """
 
 from __future__ import annotations
@@ -33,13 +36,13 @@ from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetcher import ShardFetcher
 from sakura.edge_client.planning import (
     COMPUTE,
-    MAX_AHEAD,
     MAX_IN_FLIGHT,
     PlanContext,
     ShardOption,
     level_utility,
     normalised_weights,
     plan_context,
+    stage_window,
 )
 from sakura.edge_client.policy import LevelPolicy, planned_rate
 from sakura.edge_client.template_kv import TemplateComputer
@@ -81,7 +84,7 @@ class EditPipeline:
         clock: Callable[[], float],
         cancel: threading.Event | None = None,
         device: Device | None = None,
-        max_ahead: int = MAX_AHEAD,
+        max_ahead: int | None = None,
         max_in_flight: int = MAX_IN_FLIGHT,
         template: TemplateComputer | None = None,
     ) -> None:
@@ -101,6 +104,8 @@ class EditPipeline:
         self._stop = threading.Event()
         self._abort = _Either(self.cancel, self._stop)  # what downloads in flight watch
         self._error: BaseException | None = None
+        if max_ahead is None:
+            max_ahead = stage_window(len(manifest.shards), one_pass=not manifest.model.step_dependent)
         self._encoded: queue.Queue[tuple[int, str, bytes]] = queue.Queue(maxsize=max_ahead)
         self.kv = StreamingKV(self, max_ahead)
         self.timeline = Timeline(policy.name, [ShardTiming(i, str(s.key)) for i, s in enumerate(manifest.shards)])
@@ -161,31 +166,74 @@ class EditPipeline:
         """Requests go out in order, each once the one before is within a round trip of done, with
         at most ``max_in_flight`` outstanding (small shards on a long link need several in flight
         to keep it busy); responses are handed to the decoder in order."""
-        in_flight: collections.deque[tuple[Future, threading.Event]] = collections.deque()
+        in_flight: _InFlight = collections.deque()
         pool = ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="sakura-download")
         try:
             for index in range(len(self.manifest.shards)):
                 if self._leave_to_phone(index):
                     continue
-                if len(in_flight) >= self.max_in_flight:
-                    self._hand_over(in_flight.popleft()[0])
-                if in_flight:
-                    self._wait(in_flight[-1][1], in_flight[-1][0])
-                while in_flight and in_flight[0][0].done():
-                    self._hand_over(in_flight.popleft()[0])
+                self._make_room(in_flight)
                 if self._stopped():
                     break
                 if self.kv.computed(index):  # the phone got there first
                     continue
                 self._decided[index] = "fetch"
-                near_done = threading.Event()
-                future = pool.submit(self._fetch_one, index, near_done)
-                future.add_done_callback(self._fail_fast)
-                in_flight.append((future, near_done))
+                self._request(index, in_flight, pool)
+            self._take_back(in_flight, pool)
             while in_flight and not self._stopped():
                 self._hand_over(in_flight.popleft()[0])
         finally:
             pool.shutdown(wait=False, cancel_futures=True)  # downloads still running are being aborted
+
+    def _make_room(self, in_flight: _InFlight) -> None:
+        """Wait until the next request may leave: fewer than ``max_in_flight`` out and the last one
+        near done; hand the complete downloads over meanwhile."""
+        if len(in_flight) >= self.max_in_flight:
+            self._hand_over(in_flight.popleft()[0])
+        if in_flight:
+            self._wait(in_flight[-1][1], in_flight[-1][0])
+        while in_flight and in_flight[0][0].done():
+            self._hand_over(in_flight.popleft()[0])
+
+    def _request(self, index: int, in_flight: _InFlight, pool: ThreadPoolExecutor, level: str | None = None) -> None:
+        near_done = threading.Event()
+        future = pool.submit(self._fetch_one, index, near_done, level)
+        future.add_done_callback(self._fail_fast)
+        in_flight.append((future, near_done))
+
+    def _take_back(self, in_flight: _InFlight, pool: ThreadPoolExecutor) -> None:
+        """Re-plan the other way, once every shard above the prefix left to the phone is on its way:
+        fetch the top of that prefix after all, one block at a time, while the policy says it
+        arrives before the phone would have computed it and the compute stage has not reached it.
+        One pass of the reference tokens only (per-step models keep their split)."""
+        take_back = getattr(self.policy, "take_back", None)
+        if take_back is None or self.template is None or self.manifest.model.step_dependent:
+            return
+        while True:
+            self._make_room(in_flight)
+            left = self._left_to_phone()
+            if not left or self._stopped():
+                return
+            level = take_back(self.context(left[0]), left[-1])
+            if level is None or not self._claim(left[-1]):
+                return
+            self._request(left[-1], in_flight, pool, self._known(level, "took back"))
+
+    def _left_to_phone(self) -> list[int]:
+        """The shards left to the phone that the compute stage has not asked for yet."""
+        return [i for i, decided in enumerate(self._decided)
+                if decided == COMPUTE and self.timeline.shards[i].needed_at is None]
+
+    def _claim(self, index: int) -> bool:
+        """Fetch shard ``index`` after all, unless the compute stage has asked for it already (it
+        decides under the same lock whether to compute it)."""
+        timing = self.timeline.shards[index]
+        with self.kv.cond:
+            if timing.needed_at is not None or self.template is None or index < self.template.frontier:
+                return False
+            self._decided[index] = "fetch"
+            timing.taken_back = True
+            return True
 
     def _leave_to_phone(self, index: int) -> bool:
         """Whether the phone computes shard ``index`` (its whole prefix is computed or left to it)."""
@@ -216,14 +264,15 @@ class EditPipeline:
         if not self._stopped():
             self._put(self._encoded, future.result())
 
-    def _fetch_one(self, index: int, near_done: threading.Event) -> tuple[int, str, bytes]:
+    def _fetch_one(self, index: int, near_done: threading.Event, level: str | None = None) -> tuple[int, str, bytes]:
+        """``level``: already chosen (a shard taken back from the phone), else the policy chooses now."""
         try:
             timing = self.timeline.shards[index]
             timing.chosen_at = self.clock()
             if index == 0 and self.fetcher.first_level is not None:  # asked for with the preamble: on its way
                 level = self.fetcher.first_level
                 near_done.set()
-            else:
+            elif level is None:
                 level = self._known(self.policy.choose(self.context(index, can_compute=False)), "chose")
 
             def abandon(current: str, received: int, rate: float) -> str | None:
@@ -327,6 +376,9 @@ class EditPipeline:
         return None
 
 
+_InFlight = collections.deque[tuple[Future, threading.Event]]
+
+
 class _Either:
     """Set when either event is (the transport's view of cancellation)."""
 
@@ -388,7 +440,8 @@ class StreamingKV:
         index = self._index[key]
         self._account_compute(index)
         asked = p.clock()
-        p.timeline.shards[index].needed_at = asked
+        with self.cond:  # from here the fetch stage no longer takes this shard back from the phone
+            p.timeline.shards[index].needed_at = asked
         while True:  # re-judged while waiting: the download may slow down
             if self._computes(index):
                 waited = p.clock()

@@ -44,6 +44,14 @@ MAX_IN_FLIGHT = 4
 MAX_AHEAD = 2
 
 
+def stage_window(shards: int, one_pass: bool) -> int:
+    """How deep the stage queues are: :data:`MAX_AHEAD`, or every shard where the template KV is
+    one pass of the reference tokens (a KV-cached model keeps all of it for the whole edit anyway,
+    so shards held ahead of the model add nothing to the peak, and the link may run ahead of a
+    phone computing the first blocks)."""
+    return max(shards, MAX_AHEAD) if one_pass else MAX_AHEAD
+
+
 @dataclass(frozen=True)
 class ShardOption:
     """One shard as a policy sees it: bytes to fetch per level (0 when cached) and its weight."""
@@ -181,6 +189,45 @@ def best_split(ctx: PlanContext, transfer: TransferTime, penalty: float = DEFAUL
             scores[split] = max(scores.get(split, float("-inf")), state.score(penalty))
     top = max(scores.values())
     return min(split for split, score in scores.items() if score >= top - 1e-9)
+
+
+def take_back(ctx: PlanContext, top: int, transfer: TransferTime, penalty: float = DEFAULT_STALL_PENALTY) -> str | None:
+    """Re-planning the other way: shards ``ctx.index..top`` are left to the phone, which has not
+    reached them yet, and every shard above ``top`` is fetched already. The plans: fetch the top
+    ``k`` of them, top down (the order the fetch stage takes them back in), at one level, and
+    compute the rest. Returns the level of the best-scoring plan that fetches ``top``, or None
+    when computing them all scores best (ties go to fewer bytes)."""
+    best: tuple[float, int, str | None] = (_taken_back(ctx, top, 0, ctx.levels[0], transfer).score(penalty), 0, None)
+    for k in range(1, top - ctx.index + 2):
+        for level in ctx.levels:
+            score = _taken_back(ctx, top, k, level, transfer).score(penalty)
+            if score > best[0] + 1e-9:
+                best = (score, k, level)
+    return best[2]
+
+
+def _taken_back(ctx: PlanContext, top: int, k: int, level: str, transfer: TransferTime) -> PlanState:
+    """The state once the model has taken ``ctx.index..top``, the top ``k`` fetched top down at ``level``."""
+    state = start_state(ctx)
+    fetch_free, request, decode_free = state.fetch_free, state.next_request, state.decode_free
+    decoded: dict[int, float] = {}
+    for index in range(top, top - k, -1):
+        size = ctx.shards[index].sizes[level]
+        if size:
+            begin = max(fetch_free, request + ctx.rtt_s)
+            fetch_free = begin + transfer(begin, size)
+            request = max(request, fetch_free - ctx.rtt_s)
+        decode_free = decoded[index] = max(fetch_free, decode_free) + ctx.decode_s.get(level, 0.0)
+    for index in range(ctx.index, top + 1):
+        if index not in decoded:
+            state = _computed(state, ctx, index)
+            continue
+        consumed = max(decoded[index], state.ready)
+        state = PlanState(fetch_free=fetch_free, decode_free=decode_free, next_request=request,
+                          ready=consumed + ctx.compute[index], stall=state.stall + consumed - state.ready,
+                          computing=state.computing,
+                          quality=state.quality + ctx.shards[index].weight * ctx.utility[level])
+    return state
 
 
 def _fetched(state: PlanState, ctx: PlanContext, split: int, level: str, end: int, transfer: TransferTime,

@@ -21,6 +21,7 @@ from sakura.edge_client.planning import (
     best_split,
     constant_rate,
     start_state,
+    take_back,
 )
 
 #: Conservative guess before anything was measured: a slow 3G link, in bytes/s.
@@ -165,6 +166,12 @@ class HybridPolicy:
             if best_split(ctx, self._transfer(ctx), self.stall_penalty) > 0:
                 return COMPUTE
         return self.inner.choose(ctx)
+
+    def take_back(self, ctx: PlanContext, top: int) -> str | None:
+        """Re-planning the other way: the level to fetch shard ``top`` at after all, though it was
+        left to the phone with ``ctx.index..top - 1``, or None to keep computing them
+        (:func:`~sakura.edge_client.planning.take_back`)."""
+        return take_back(ctx, top, self._transfer(ctx), self.stall_penalty)
 
     def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:
         return self.inner.abandon(ctx, level, received, rate)

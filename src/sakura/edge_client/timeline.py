@@ -26,6 +26,8 @@ class ShardTiming:
     consumed_at: float | None = None
     attempts: int = 0
     abandoned: list[str] = field(default_factory=list)
+    #: Left to the phone first, then fetched after all: the link proved faster than planned.
+    taken_back: bool = False
 
     @property
     def computed(self) -> bool:
@@ -97,6 +99,7 @@ class Timeline:
             "network_bytes": self.network_bytes,
             "cached_shards": sum(s.source == "cache" for s in self.shards),
             "abandoned": sum(len(s.abandoned) for s in self.shards),
+            "taken_back": sum(s.taken_back for s in self.shards),
             "levels": counts,
         }
 

@@ -37,6 +37,8 @@ are on the phone from an earlier edit, the KV is not.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass, field
+from typing import Sequence
 
 from sakura.edge_client import (
     BandwidthEstimator,
@@ -57,6 +59,7 @@ from sakura.edge_client.planning import (
     level_utility,
     normalised_weights,
     plan_context,
+    stage_window,
 )
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
 from sakura.evaluation.cachegen import select_config
@@ -167,57 +170,107 @@ class EditSimulator:
         """The live fetch stage's loop (:meth:`EditPipeline._fetch_stage`), ``t`` its clock: before
         requesting shard ``i`` it hands the oldest download over if ``MAX_IN_FLIGHT`` are out, waits
         until the last request is near done, and hands over every download complete by then; a
-        hand-over waits while the decoder's queue is full (:class:`~sakura.evaluation.stages.PipelineStages`)."""
+        hand-over waits while the decoder's queue is full (:class:`~sakura.evaluation.stages.PipelineStages`).
+        Shards left to the phone are computed once the model reaches them; until then, in one pass
+        of the reference tokens, the fetch stage may take them back (:meth:`_take_back`)."""
         hybrid = getattr(policy, "computes", False) and bool(self.g.shard_compute_s)
         est = self.primed_estimator()
         objects = self.g.context_bytes + (self.hybrid_source_bytes if hybrid else 0)
         t = self.preamble_done(objects)
         if objects and not self.warm_template:  # the live client learns the link from a preamble with objects
             est.observe(self.g.manifest_bytes + objects, max(t - self.rtt, 1e-6))
-        stages = PipelineStages(self, Timeline(system, [], compute_start=t, preamble_s=t), extend=self._extend if hybrid else None)
-        waiting: deque[ShardTiming] = deque()  # requested, not yet handed to the decoder
-        link_free, first = t, 0
+        stages = PipelineStages(self, Timeline(system, [], compute_start=t, preamble_s=t),
+                                extend=self._extend if hybrid else None,
+                                window=stage_window(self.n, one_pass=self.g.kv_cached))
+        run = _Run(policy, stages, est, t, abandon)
         if asks_first_shard(policy, est.estimate()) and not self.warm_template:
             # asked for with the preamble, at the smallest level: its bytes follow the preamble's
             shard = self._fetch(0, self.g.levels[0], 0.0, t, None, None, [], t)
             est.observe(shard.bytes, max(shard.arrived_at - shard.first_byte_at, 1e-6))
-            waiting.append(shard)
-            link_free, first = shard.arrived_at, 1
-        for i in range(first, self.n):
-            if hybrid and self._may_compute(i, waiting, stages.edit.shards):
-                ctx = self._context(i, t, est, stages.edit.shards, stages.edit.compute_start, stages.decode_free,
-                                    link_free, can_compute=True)
-                if policy.choose(ctx) == COMPUTE:  # the model takes the shards before it first
-                    while waiting:
-                        stages.hand_over(waiting.popleft(), t)
-                    stages.hand_over(ShardTiming(i, level=COMPUTE, source="computed", chosen_at=t), t)
+            run.waiting.append(shard)
+            run.link_free = shard.arrived_at
+        for i in range(len(run.waiting), self.n):
+            if hybrid and self._may_compute(i, run):
+                if self.cold and i > 0 and not self._template_s(stages.edit.shards):
+                    run.t = max(run.t, self._reach(run, 1))  # the live stage plans on once a block was timed
+                if policy.choose(self._run_context(i, run, can_compute=True)) == COMPUTE:
+                    self._leave_to_phone(ShardTiming(i, level=COMPUTE, source="computed", chosen_at=run.t), run)
                     continue
-            if len(waiting) >= MAX_IN_FLIGHT:
-                t = stages.hand_over(waiting.popleft(), t)
-            if waiting:
-                t = max(t, self._near_done(waiting[-1]))
-            while waiting and waiting[0].arrived_at <= t:
-                t = stages.hand_over(waiting.popleft(), t)
-            done = stages.edit.shards
-            ctx = self._context(i, t, est, done, stages.edit.compute_start, stages.decode_free, link_free)
-            shard = self._fetch(i, policy.choose(ctx), t, link_free, est, policy if abandon else None, done,
-                                stages.edit.compute_start)
-            waiting.append(shard)
-            link_free = shard.arrived_at
-        while waiting:
-            t = stages.hand_over(waiting.popleft(), t)
+            self._make_room(run)
+            self._request(i, run, policy.choose(self._run_context(i, run)))
+        if hybrid and self.g.kv_cached:
+            self._take_back(run)
+        self._reach(run, len(run.left))
+        while run.waiting:
+            run.t = stages.hand_over(run.waiting.popleft(), run.t)
         return stages.edit
+
+    def _leave_to_phone(self, shard: ShardTiming, run: "_Run") -> None:
+        """In one pass of the reference tokens the shard waits for the model to reach it (it may be
+        taken back meanwhile); per-step models hand it, and the downloads before it, over at once."""
+        if self.g.kv_cached:
+            run.left.append(shard)
+            return
+        while run.waiting:
+            run.stages.hand_over(run.waiting.popleft(), run.t)
+        run.stages.hand_over(shard, run.t)
+
+    def _make_room(self, run: "_Run") -> None:
+        """Wait until the next request may leave (:meth:`EditPipeline._make_room`)."""
+        if len(run.waiting) >= MAX_IN_FLIGHT:
+            run.t = run.stages.hand_over(run.waiting.popleft(), run.t)
+        if run.waiting:
+            run.t = max(run.t, self._near_done(run.waiting[-1]))
+        while run.waiting and run.waiting[0].arrived_at <= run.t:
+            run.t = run.stages.hand_over(run.waiting.popleft(), run.t)
+        self._reach(run, 0)
+
+    def _request(self, i: int, run: "_Run", level: str) -> None:
+        done = run.stages.edit.shards
+        shard = self._fetch(i, level, run.t, run.link_free, run.est, run.policy if run.abandon else None, done,
+                            run.stages.edit.compute_start)
+        run.waiting.append(shard)
+        run.link_free = shard.arrived_at
+
+    def _take_back(self, run: "_Run") -> None:
+        """The live fetch stage's re-planning the other way (:meth:`EditPipeline._take_back`): the
+        top of the prefix left to the phone is fetched after all, one block at a time, while the
+        policy says so and the model has not reached it."""
+        take_back = getattr(run.policy, "take_back", None)
+        while take_back is not None:
+            self._make_room(run)
+            if not run.left:
+                return
+            level = take_back(self._run_context(run.left[0].index, run, can_compute=True), run.left[-1].index)
+            if level is None:
+                return
+            self._request(run.left.pop().index, run, level)
+            run.waiting[-1].taken_back = True
+
+    def _reach(self, run: "_Run", count: int) -> float:
+        """The model computes the shards left to the phone that it has reached by ``run.t``, and the
+        first ``count`` of them whenever it reaches them; returns when the last of those is computed
+        (``run.t`` if none)."""
+        stages, at = run.stages, run.t
+        while run.left and run.left[0].index == len(stages.edit.shards) and (
+                count > 0 or stages.next_needed <= run.t):
+            stages.hand_over(run.left.pop(0), run.t)
+            at, count = max(at, stages.edit.shards[-1].consumed_at), count - 1
+        return at
 
     @property
     def hybrid_source_bytes(self) -> int:
         """The template's source the hybrid fetches with the context objects (the reference latents)."""
         return max(0, self.g.prepared_bytes - self.g.context_bytes)
 
-    def _may_compute(self, i: int, waiting: deque[ShardTiming], done: list[ShardTiming]) -> bool:
-        """Shard ``i`` can still be computed: it starts a pass, or the shard before it is computed."""
+    def _may_compute(self, i: int, run: "_Run") -> bool:
+        """Shard ``i`` can still be computed: it starts a pass, or the shard before it is computed
+        or left to the phone."""
         if i % self.g.shards_per_step == 0:
             return True
-        return bool(done) and not waiting and done[-1].index == i - 1 and done[-1].computed
+        done = run.stages.edit.shards
+        last = run.left[-1] if run.left else (done[-1] if done else None)
+        return last is not None and not run.waiting and last.index == i - 1 and last.computed
 
     def _template_s(self, done: list[ShardTiming]) -> tuple[float, ...]:
         """What the phone knows of its template compute: all of it, or (cold) nothing until it computed a block."""
@@ -391,9 +444,16 @@ class EditSimulator:
             at += ABANDON_CHECK_S
         return None
 
+    def _run_context(self, i: int, run: "_Run", can_compute: bool = False) -> PlanContext:
+        edit = run.stages.edit
+        return self._context(i, run.t, run.est, edit.shards, edit.compute_start, run.stages.decode_free,
+                             run.link_free, can_compute, run.left)
+
     def _context(self, i: int, now: float, est: BandwidthEstimator, done: list[ShardTiming], compute_start: float,
-                 decode_free: float, link_free: float, can_compute: bool = False) -> PlanContext:
-        """What the live pipeline's policy would know at ``now`` (``done``: the shards consumed so far)."""
+                 decode_free: float, link_free: float, can_compute: bool = False,
+                 left: Sequence[ShardTiming] = ()) -> PlanContext:
+        """What the live pipeline's policy would know at ``now`` (``done``: the shards consumed so
+        far; ``left``: those left to the phone it has not reached yet)."""
         g = self.g
         startup, gaps = g.startup_s, list(g.gaps_s)
         if self.cold:  # a fresh session learns compute times as the model asks for shards
@@ -407,5 +467,22 @@ class EditSimulator:
                             decode_s=self._mean_decode, compute_start=compute_start, last_consumed=last,
                             decode_free_at=decode_free, link_free_at=link_free,
                             template_compute=self._template_s(done) if can_compute else (),
-                            computed=[s.index for s in done if s.computed],
+                            computed=[s.index for s in (*done, *left) if s.computed],
                             pass_shards=self.g.shards_per_step, can_compute=can_compute)
+
+
+@dataclass
+class _Run:
+    """A pipelined edit being simulated: the fetch stage's clock and what it holds."""
+
+    policy: LevelPolicy
+    stages: PipelineStages
+    est: BandwidthEstimator
+    t: float
+    abandon: bool
+    link_free: float = 0.0
+    waiting: deque[ShardTiming] = field(default_factory=deque)  # requested, not yet handed to the decoder
+    left: list[ShardTiming] = field(default_factory=list)  # left to the phone, not reached by the model yet
+
+    def __post_init__(self) -> None:
+        self.link_free = self.t

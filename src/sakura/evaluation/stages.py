@@ -12,37 +12,51 @@ if TYPE_CHECKING:
 
 
 class PipelineStages:
-    """The live pipeline's decoder and model behind its bounded queues, ``MAX_AHEAD`` deep: a
-    download handed over waits while ``MAX_AHEAD`` encoded shards wait for the decoder; the decoder
-    takes shard ``k`` once it has handed ``k - 1`` to the model, which it can only do while fewer
-    than ``MAX_AHEAD`` decoded shards wait there (:meth:`StreamingKV.offer`)."""
+    """The live pipeline's decoder and model behind its bounded queues, ``window`` deep
+    (:func:`~sakura.edge_client.planning.stage_window`): a download handed over waits while
+    ``window`` encoded shards wait for the decoder; the decoder takes the downloads in the order
+    they were handed over, and hands each to the model only while fewer than ``window`` decoded
+    shards wait there (:meth:`StreamingKV.offer`); the model takes shards in index order, so one
+    handed over before those below it (taken back from the phone) waits for them."""
 
     def __init__(self, sim: "EditSimulator", edit: Timeline,
-                 extend: Callable[[Timeline, ShardTiming, float], bool] | None = None) -> None:
-        self.sim, self.edit, self.extend = sim, edit, extend
+                 extend: Callable[[Timeline, ShardTiming, float], bool] | None = None, window: int = MAX_AHEAD) -> None:
+        self.sim, self.edit, self.extend, self.window = sim, edit, extend, window
         self.offered: list[float] = []  # per shard handed over: when the decoder gave it to the model
+        self._waiting: dict[int, tuple[ShardTiming, float]] = {}  # handed over, below them still to come
 
     @property
     def decode_free(self) -> float:
         return self.offered[-1] if self.offered else self.edit.compute_start
 
+    @property
+    def next_needed(self) -> float:
+        """When the model asks for the next shard it has not taken."""
+        return self.sim._needed(self.edit, len(self.edit.shards))
+
     def hand_over(self, shard: ShardTiming, t: float) -> float:
         """The fetch stage, free at ``t``, hands the download ``shard`` to the decoder; then the
         decoder and the model take it in turn. Returns when the fetch stage is free again."""
-        k, done = shard.index, self.edit.shards
+        k, done, w = shard.index, self.edit.shards, self.window
         if shard.computed:  # left to the phone: no download, no decode
             self.offered.append(self.decode_free)
-            self.sim._consume(self.edit, shard, t)
+            self._take(shard, t)
             return t
         put = max(t, shard.arrived_at)
-        if k >= MAX_AHEAD and done[k - MAX_AHEAD].decode_started_at is not None:  # None: computed
-            put = max(put, done[k - MAX_AHEAD].decode_started_at)
+        if k >= w and done[k - w].decode_started_at is not None:  # None: computed
+            put = max(put, done[k - w].decode_started_at)
         shard.decode_started_at = max(put, self.decode_free)
         shard.decoded_at = shard.decode_started_at + self.sim.g.decode_s[shard.level][k]
-        offered = shard.decoded_at if k < MAX_AHEAD else max(shard.decoded_at, done[k - MAX_AHEAD].consumed_at)
+        offered = shard.decoded_at if k < w else max(shard.decoded_at, done[k - w].consumed_at)
         self.offered.append(offered)
-        if self.extend is not None and self.extend(self.edit, shard, self.sim._needed(self.edit, k)):
-            shard.decode_started_at = shard.decoded_at = None
-        self.sim._consume(self.edit, shard, offered)
+        self._take(shard, offered)
         return put
 
+    def _take(self, shard: ShardTiming, available: float) -> None:
+        """The model takes every shard handed over whose turn has come, in index order."""
+        self._waiting[shard.index] = (shard, available)
+        while len(self.edit.shards) in self._waiting:
+            shard, available = self._waiting.pop(len(self.edit.shards))
+            if not shard.computed and self.extend is not None and self.extend(self.edit, shard, self.next_needed):
+                shard.decode_started_at = shard.decoded_at = None
+            self.sim._consume(self.edit, shard, available)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from sakura.edge_client import Estimate, PlanContext, ShardOption, make_policy, simulate
-from sakura.edge_client.planning import COMPUTE, best_split, constant_rate, level_utility
+from sakura.edge_client.planning import COMPUTE, best_split, constant_rate, level_utility, take_back
 
 LEVELS = ("compact", "medium", "full")
 SIZES = {"compact": 20_000, "medium": 40_000, "full": 240_000}
@@ -99,3 +99,22 @@ def test_the_pruned_search_finds_the_exhaustive_split(seed):
                 template_compute=tuple(rng.uniform(0.001, 0.05) for _ in range(n)),
                 compute=tuple(rng.uniform(0.0, 0.03) for _ in range(n)))
     assert best_split(c, constant_rate(rate)) == _exhaustive_split(c, rate)
+
+
+def test_taking_back_blocks_left_to_the_phone_follows_the_link():
+    """Shards 0..N-1 are left to the phone and not reached yet: a fast link takes the top one back
+    (at the finest level that still arrives in time), a dead one leaves them all to the phone."""
+    hybrid = make_policy("hybrid")
+    assert hybrid.take_back(ctx(1e3), N - 1) is None
+    assert take_back(ctx(1e9), N - 1, constant_rate(1e9)) == "full"
+    assert hybrid.take_back(ctx(1e9), N - 1) == "full"
+
+
+def test_a_block_the_phone_is_about_to_compute_is_taken_back_only_if_it_arrives_sooner():
+    """One block left, needed now: computing it costs 30 ms, so a download of 20 ms plus a 10 ms
+    round trip ties (computing wins: no bytes), and one a little faster wins."""
+    last = N - 1
+    at = replace(ctx(1e6), index=last)
+    assert take_back(at, last, constant_rate(SIZES["compact"] / 0.025)) is None
+    assert take_back(at, last, constant_rate(SIZES["compact"] / 0.015)) == "compact"
+

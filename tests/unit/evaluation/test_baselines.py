@@ -3,8 +3,10 @@ CacheGen's own rule with its text fallback, and the regime map's crossovers."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from sakura.edge_client import HybridPolicy
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.regime import crossovers, hopeless, link_rates, regime_curve
 from sakura.evaluation.simulator import EditSimulator
@@ -81,3 +83,20 @@ def test_the_regime_map_covers_every_rate_and_rises_with_it(klein):
     assert hopeless(_sim(klein, curve.rates_mbps[0])) and None not in ratio
     assert ratio == sorted(ratio) and ratio[-1] > 1.0  # at 2 Gbit/s SAKURA wins
     assert len(curve.crossovers_mbps["ondevice_over_sakura"]) == 1
+
+
+def test_the_simulated_hybrid_takes_blocks_back_when_the_link_speeds_up(klein):
+    """The live fetch stage's re-planning the other way, replayed: at 300 Mbit/s a warm phone leaves
+    the first blocks to its NPU; 0.3 s in, the link turns 3 Gbit/s and the top of that prefix is
+    fetched after all, which ends the edit sooner than keeping the first plan."""
+    class FirstPlanKept(HybridPolicy):
+        take_back = None
+
+    trace = BandwidthTrace("step", "test", np.array([0.0, 10.3]), np.array([300.0, 3000.0]), 3600.0)
+    sim = EditSimulator(klein, trace, 10.0, rtt_s=0.055, warm_template=True)
+    replanned, kept = sim.run("sakura"), sim.pipelined(FirstPlanKept(), "kept")
+    taken = [s for s in replanned.shards if s.taken_back]
+    assert taken and not any(s.computed for s in taken)
+    assert not any(s.taken_back for s in kept.shards) and any(s.computed for s in kept.shards)
+    assert sum(s.computed for s in replanned.shards) < sum(s.computed for s in kept.shards)
+    assert replanned.latency_s < kept.latency_s
