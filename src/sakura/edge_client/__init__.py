@@ -23,7 +23,8 @@ from sakura.edge_client.errors import (
 from sakura.edge_client.estimator import BandwidthEstimator, Estimate
 from sakura.edge_client.link import DirectLink, Link
 from sakura.edge_client.oracle import OraclePolicy
-from sakura.edge_client.pipeline import Device, EditPipeline, StreamingKV
+from sakura.edge_client.pipeline import Device, EditPipeline
+from sakura.edge_client.streaming_kv import StreamingKV
 from sakura.edge_client.planning import COMPUTE, PlanContext, PlanState, ShardOption, advance, simulate
 from sakura.edge_client.policy import (
     FixedPolicy,

@@ -46,15 +46,14 @@ from sakura.edge_client.planning import (
 )
 from sakura.edge_client.policy import LevelPolicy, planned_rate
 from sakura.edge_client.template_kv import TemplateComputer
-from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
+from sakura.edge_client.streaming_kv import POLL_S, StreamingKV
+from sakura.edge_client.timeline import ShardTiming, Timeline
 from sakura.edge_client.validation import ShardLimits
 from sakura.platform.codec import decode_shard
 from sakura.platform.errors import CodecError
-from sakura.platform.kv import KVPair, ShardKey
 from sakura.platform.manifest import Manifest
 
 T = TypeVar("T")
-_POLL_S = 0.05
 #: How long ``run`` waits for its stage threads once it is done; they are daemons that stop on
 #: their own (downloads are aborted, a decode finishes), so a cancel is never held up by them.
 _JOIN_S = 0.2
@@ -251,7 +250,7 @@ class EditPipeline:
         (a fresh phone computes the first to learn it)."""
         n = len(self.manifest.shards)
         while not self.compute_model.template_s(self.model, n) and not self._stopped():
-            self._stop.wait(_POLL_S)
+            self._stop.wait(POLL_S)
 
     def _fail_fast(self, future: Future) -> None:
         """A download failed: stop everything now, not when its turn to be handed over comes."""
@@ -260,7 +259,7 @@ class EditPipeline:
 
     def _hand_over(self, future: Future) -> None:
         while not future.done() and not self._stopped():
-            futures_wait([future], timeout=_POLL_S)
+            futures_wait([future], timeout=POLL_S)
         if not self._stopped():
             self._put(self._encoded, future.result())
 
@@ -299,7 +298,7 @@ class EditPipeline:
         return level  # type: ignore[return-value]
 
     def _wait(self, event: threading.Event, future: Future) -> None:
-        while not event.wait(_POLL_S) and not future.done() and not self._stopped():
+        while not event.wait(POLL_S) and not future.done() and not self._stopped():
             continue
 
     def context(self, index: int, *, can_compute: bool = True) -> PlanContext:
@@ -362,7 +361,7 @@ class EditPipeline:
     def _put(self, q: queue.Queue, item: object) -> None:
         while not self._stopped():
             try:
-                q.put(item, timeout=_POLL_S)
+                q.put(item, timeout=POLL_S)
                 return
             except queue.Full:
                 continue
@@ -370,7 +369,7 @@ class EditPipeline:
     def _get(self, q: queue.Queue):
         while not self._stopped():
             try:
-                return q.get(timeout=_POLL_S)
+                return q.get(timeout=POLL_S)
             except queue.Empty:
                 continue
         return None
@@ -394,125 +393,5 @@ class _Either:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            self.a.wait(min(left, _POLL_S))
+            self.a.wait(min(left, POLL_S))
         return True
-
-
-class StreamingKV:
-    """Template KV that arrives while the model runs: ``kv[key]`` blocks until that shard is decoded."""
-
-    def __init__(self, pipeline: EditPipeline, max_ahead: int) -> None:
-        m = pipeline.manifest
-        self.pipeline, self.max_ahead = pipeline, max_ahead
-        self.model_fingerprint = m.model.fingerprint
-        self._keys = [s.key for s in m.shards]
-        self._index = {key: i for i, key in enumerate(self._keys)}
-        self._tokens = m.tokens.template
-        self._ready: dict[int, KVPair] = {}
-        self._computed: set[int] = set()
-        self._last: tuple[int, float] | None = None  # last consumed shard, when
-        self.cond = threading.Condition()
-
-    @property
-    def keys(self) -> list[ShardKey]:
-        return list(self._keys)
-
-    @property
-    def template_tokens(self) -> int:
-        return self._tokens
-
-    def computed(self, index: int) -> bool:
-        with self.cond:
-            return index in self._computed
-
-    def offer(self, index: int, pair: KVPair) -> None:
-        """Decode stage: hand a shard over, waiting while the model is ``max_ahead`` shards behind."""
-        p = self.pipeline
-        with self.cond:
-            while len(self._ready) >= self.max_ahead and not p._stopped():
-                self.cond.wait(_POLL_S)
-            if index not in self._computed:
-                self._ready[index] = pair
-            self.cond.notify_all()
-
-    def __getitem__(self, key: ShardKey) -> KVPair:
-        p = self.pipeline
-        index = self._index[key]
-        self._account_compute(index)
-        asked = p.clock()
-        with self.cond:  # from here the fetch stage no longer takes this shard back from the phone
-            p.timeline.shards[index].needed_at = asked
-        while True:  # re-judged while waiting: the download may slow down
-            if self._computes(index):
-                waited = p.clock()
-                if waited - asked > 1e-4:  # it waited for the download before giving up on it
-                    p.timeline.stalls.append(Stall(index, asked, waited))
-                return self._compute(index)
-            with self.cond:
-                if index not in self._ready:
-                    if p._error is not None:
-                        raise p._error
-                    if p.cancel.is_set():
-                        raise EditCancelled("the edit was cancelled")
-                    self.cond.wait(_POLL_S)
-                    continue
-                pair = self._ready.pop(index)
-                self.cond.notify_all()
-                break
-        got = p.clock()
-        if got - asked > 1e-4:
-            p.timeline.stalls.append(Stall(index, asked, got))
-        p.timeline.shards[index].consumed_at = got
-        self._last = (index, got)
-        return pair
-
-    def _computes(self, index: int) -> bool:
-        """Compute shard ``index`` here: left to the phone, or its fetch ends later than computing it would."""
-        p = self.pipeline
-        if p.template is None or index < p.template.frontier:
-            return False
-        with self.cond:
-            if index in self._ready:
-                return False
-        if p._decided[index] == COMPUTE:
-            return True
-        known = p.compute_model.template_s(p.model, len(self._keys))
-        if not known and not p.template.reaches(index):
-            return False  # what computing costs is learnt at the frontier first
-        return p.fetch_due(index) > p.clock() + p.template.cost_s(index, known)
-
-    def _compute(self, index: int) -> KVPair:
-        p = self.pipeline
-        pair = p.template.compute(index)  # type: ignore[union-attr]
-        with self.cond:
-            self._computed.add(index)
-            self._ready.pop(index, None)
-            self.cond.notify_all()
-        p._superseded.setdefault(index, threading.Event()).set()
-        got = p.clock()
-        timing = p.timeline.shards[index]
-        timing.level, timing.source, timing.consumed_at, timing.decoded_at = COMPUTE, "computed", got, got
-        self._last = (index, got)
-        return pair
-
-    def _account_compute(self, index: int) -> None:
-        """Teach the compute model the time since the previous shard (or the start)."""
-        p = self.pipeline
-        now = p.clock()
-        since = self._last[1] if self._last else p.timeline.compute_start
-        p.device.after_compute(now - since)
-        elapsed = p.clock() - since
-        if self._last is None:
-            p.compute_model.observe_startup(p.model, elapsed)
-        else:
-            p.compute_model.observe_gap(p.model, self._last[0], elapsed)
-
-    def finish(self) -> None:
-        """The model is done: account the compute after the last shard."""
-        if self._last is not None:
-            self._account_compute(len(self._keys))
-
-    @property
-    def last_consumed(self) -> tuple[int, float] | None:
-        """The last shard the model consumed, and when (None before the first)."""
-        return self._last

@@ -62,8 +62,8 @@ from sakura.edge_client.planning import (
     stage_window,
 )
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
-from sakura.evaluation.cachegen import select_config
 from sakura.evaluation.geometry import EditGeometry
+from sakura.evaluation.sequential import cachegen, ondevice, sequential
 from sakura.evaluation.stages import PipelineStages
 from sakura.platform.traces import BandwidthTrace
 
@@ -142,23 +142,17 @@ class EditSimulator:
             oracle = make_policy("oracle", trace=self.trace, trace_time=lambda t: self.start + t, horizon=horizon)
             return self.pipelined(oracle, system, abandon=False)
         if system == "sakura-no-pipeline":
-            return self.sequential(RobustMPCPolicy(), system)
+            return sequential(self, RobustMPCPolicy(), system)
         if system == "full-sequential":
-            return self.sequential(FixedPolicy(self.g.levels[-1]), system)
+            return sequential(self, FixedPolicy(self.g.levels[-1]), system)
         if system == "cachegen":
-            return self.cachegen()
+            return cachegen(self, self.g.cachegen_levels, system)
         if system == "cachegen-matched":
             ladder = self.g.cachegen_levels
-            return self.cachegen(ladder[ladder.index(self.cachegen_floor):], system)
+            return cachegen(self, ladder[ladder.index(self.cachegen_floor):], system)
         if system in ONDEVICE_SYSTEMS:
-            return self.ondevice(system)
+            return ondevice(self, system)
         raise ValueError(f"unknown system {system!r}")
-
-    def ondevice(self, system: str) -> Timeline:
-        """Download what the baseline needs (cold), then compute everything on the phone."""
-        nbytes = self.g.prepared_bytes if system == "on-device-prepared" else self.g.source_bytes
-        t = 0.0 if self.warm_template else self.fetched(0.0, nbytes)
-        return Timeline(system, [], compute_start=t, compute_end=t + self.g.ondevice_compute_s(system))
 
     def bound(self) -> float:
         """No edit can beat computing alone, nor fetching the smallest level of every shard."""
@@ -299,49 +293,6 @@ class EditSimulator:
         shard.level, shard.source = COMPUTE, "computed"
         return True
 
-    def sequential(self, policy: LevelPolicy, system: str) -> Timeline:
-        """Fetch everything (levels chosen as the pipelined client would), decode it, then compute."""
-        est, t = self.primed_estimator(), self.preamble_done()
-        shards: list[ShardTiming] = []
-        request = link_free = t
-        for i in range(self.n):
-            ctx = self._context(i, request, est, [], t, request, link_free)
-            shard = self._fetch(i, policy.choose(ctx), request, link_free, est, None, [], t)
-            shards.append(shard)
-            link_free, request = shard.arrived_at, self._next_request(shards)
-        return self._decode_then_compute(system, shards, link_free)
-
-    def cachegen(self, ladder: list[str] | None = None, system: str = "cachegen") -> Timeline:
-        """CacheGen adapted to DiT, by its own rule (:func:`~sakura.evaluation.cachegen.select_config`):
-        per chunk (shard) the finest configuration whose transfer at the last measured throughput
-        fits ``SLO / chunks``, else its text fallback: the phone computes that chunk, which needs
-        the reference pass through every block below it in the same step. Decode streams with the
-        fetch; the fallbacks are computed once everything is decoded, then the model runs (no
-        compute overlap)."""
-        ladder = ladder or self.g.cachegen_levels
-        est = self.primed_estimator()
-        t = self.preamble_done(self.g.prepared_bytes)
-        throughput = est.estimate().bytes_per_s  # type: ignore[union-attr]
-        budget = self.cachegen_slo_s / self.n
-        shards: list[ShardTiming] = []
-        request = link_free = decode_free = t
-        for i in range(self.n):
-            level = select_config({lv: self.g.sizes[lv][i] for lv in ladder}, throughput, budget, ladder)
-            if level is None:
-                shards.append(ShardTiming(i, level=self.g.levels[-1], source="computed"))
-                continue
-            shard = self._fetch(i, level, request, link_free, None, None, [], t, rate=throughput)
-            throughput = shard.bytes / max(shard.arrived_at - shard.first_byte_at, 1e-6)
-            shard.decode_started_at = max(shard.arrived_at, decode_free)
-            shard.decoded_at = decode_free = shard.decode_started_at + self.g.decode_s[level][i]
-            shards.append(shard)
-            link_free, request = shard.arrived_at, self._next_request([s for s in shards if not s.computed])
-        return self._compute_after(shards, system, decode_free + self._fallback_compute(shards))
-
-    def _fallback_compute(self, shards: list[ShardTiming]) -> float:
-        """Computing the shards left to the phone (every block below each, in its pass)."""
-        return self.g.template_compute_s(s.index for s in shards if s.computed)
-
     # -- mechanics -----------------------------------------------------------------------
     def _near_done(self, shard: ShardTiming) -> float:
         """When the live fetcher deems ``shard``'s response near done: a round trip before it ends,
@@ -351,12 +302,6 @@ class EditSimulator:
         if timer is None:
             return shard.first_byte_at
         return min(shard.arrived_at, max(shard.arrived_at - self.rtt, timer))
-
-    def _next_request(self, shards: list[ShardTiming]) -> float:
-        """When a client fetching without the pipeline's queues sends the next request: once the
-        last is near done, never with more than ``MAX_IN_FLIGHT`` out."""
-        window = shards[-MAX_IN_FLIGHT].arrived_at if len(shards) >= MAX_IN_FLIGHT else 0.0
-        return max(window, self._near_done(shards[-1]))
 
     def _consume(self, edit: Timeline, shard: ShardTiming, available: float) -> None:
         """The model asks for ``shard`` after its compute since the previous one (or the start) and
@@ -382,19 +327,6 @@ class EditSimulator:
         if before is None:
             return edit.compute_start + self.g.startup_s
         return before.consumed_at + self.g.gaps_s[index - 1]
-
-    def _decode_then_compute(self, system: str, shards: list[ShardTiming], t: float) -> Timeline:
-        for shard in shards:
-            shard.decode_started_at = t
-            shard.decoded_at = t = t + self.g.decode_s[shard.level][shard.index]
-        return self._compute_after(shards, system, t)
-
-    def _compute_after(self, shards: list[ShardTiming], system: str, t: float) -> Timeline:
-        """Every shard is on the phone at ``t``: the model computes without a stall."""
-        edit = Timeline(system, [], compute_start=t)
-        for shard in shards:
-            self._consume(edit, shard, t)
-        return edit
 
     def _fetch(self, i: int, level: str, t: float, link_free: float, est: BandwidthEstimator | None,
                policy: LevelPolicy | None, consumed: list[ShardTiming], compute_start: float,

@@ -1,0 +1,143 @@
+"""Template KV that arrives while the model runs: the compute stage of the edit pipeline.
+
+The model's replay loop reads shard ``i`` when the layer that needs it starts; it blocks until
+the decoder has offered it (a *stall*), or computes it on the phone instead when the shard was
+left to the phone or its download would end later than computing it (see
+:mod:`sakura.edge_client.pipeline`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from sakura.edge_client.errors import EditCancelled
+from sakura.edge_client.planning import COMPUTE
+from sakura.edge_client.timeline import Stall
+from sakura.platform.kv import KVPair, ShardKey
+
+if TYPE_CHECKING:
+    from sakura.edge_client.pipeline import EditPipeline
+
+#: How often a blocked stage wakes to check for errors, cancels and stops.
+POLL_S = 0.05
+
+
+class StreamingKV:
+    """Template KV that arrives while the model runs: ``kv[key]`` blocks until that shard is decoded."""
+
+    def __init__(self, pipeline: EditPipeline, max_ahead: int) -> None:
+        m = pipeline.manifest
+        self.pipeline, self.max_ahead = pipeline, max_ahead
+        self.model_fingerprint = m.model.fingerprint
+        self._keys = [s.key for s in m.shards]
+        self._index = {key: i for i, key in enumerate(self._keys)}
+        self._tokens = m.tokens.template
+        self._ready: dict[int, KVPair] = {}
+        self._computed: set[int] = set()
+        self._last: tuple[int, float] | None = None  # last consumed shard, when
+        self.cond = threading.Condition()
+
+    @property
+    def keys(self) -> list[ShardKey]:
+        return list(self._keys)
+
+    @property
+    def template_tokens(self) -> int:
+        return self._tokens
+
+    def computed(self, index: int) -> bool:
+        with self.cond:
+            return index in self._computed
+
+    def offer(self, index: int, pair: KVPair) -> None:
+        """Decode stage: hand a shard over, waiting while the model is ``max_ahead`` shards behind."""
+        p = self.pipeline
+        with self.cond:
+            while len(self._ready) >= self.max_ahead and not p._stopped():
+                self.cond.wait(POLL_S)
+            if index not in self._computed:
+                self._ready[index] = pair
+            self.cond.notify_all()
+
+    def __getitem__(self, key: ShardKey) -> KVPair:
+        p = self.pipeline
+        index = self._index[key]
+        self._account_compute(index)
+        asked = p.clock()
+        with self.cond:  # from here the fetch stage no longer takes this shard back from the phone
+            p.timeline.shards[index].needed_at = asked
+        while True:  # re-judged while waiting: the download may slow down
+            if self._computes(index):
+                waited = p.clock()
+                if waited - asked > 1e-4:  # it waited for the download before giving up on it
+                    p.timeline.stalls.append(Stall(index, asked, waited))
+                return self._compute(index)
+            with self.cond:
+                if index not in self._ready:
+                    if p._error is not None:
+                        raise p._error
+                    if p.cancel.is_set():
+                        raise EditCancelled("the edit was cancelled")
+                    self.cond.wait(POLL_S)
+                    continue
+                pair = self._ready.pop(index)
+                self.cond.notify_all()
+                break
+        got = p.clock()
+        if got - asked > 1e-4:
+            p.timeline.stalls.append(Stall(index, asked, got))
+        p.timeline.shards[index].consumed_at = got
+        self._last = (index, got)
+        return pair
+
+    def _computes(self, index: int) -> bool:
+        """Compute shard ``index`` here: left to the phone, or its fetch ends later than computing it would."""
+        p = self.pipeline
+        if p.template is None or index < p.template.frontier:
+            return False
+        with self.cond:
+            if index in self._ready:
+                return False
+        if p._decided[index] == COMPUTE:
+            return True
+        known = p.compute_model.template_s(p.model, len(self._keys))
+        if not known and not p.template.reaches(index):
+            return False  # what computing costs is learnt at the frontier first
+        return p.fetch_due(index) > p.clock() + p.template.cost_s(index, known)
+
+    def _compute(self, index: int) -> KVPair:
+        p = self.pipeline
+        pair = p.template.compute(index)  # type: ignore[union-attr]
+        with self.cond:
+            self._computed.add(index)
+            self._ready.pop(index, None)
+            self.cond.notify_all()
+        p._superseded.setdefault(index, threading.Event()).set()
+        got = p.clock()
+        timing = p.timeline.shards[index]
+        timing.level, timing.source, timing.consumed_at, timing.decoded_at = COMPUTE, "computed", got, got
+        self._last = (index, got)
+        return pair
+
+    def _account_compute(self, index: int) -> None:
+        """Teach the compute model the time since the previous shard (or the start)."""
+        p = self.pipeline
+        now = p.clock()
+        since = self._last[1] if self._last else p.timeline.compute_start
+        p.device.after_compute(now - since)
+        elapsed = p.clock() - since
+        if self._last is None:
+            p.compute_model.observe_startup(p.model, elapsed)
+        else:
+            p.compute_model.observe_gap(p.model, self._last[0], elapsed)
+
+    def finish(self) -> None:
+        """The model is done: account the compute after the last shard."""
+        if self._last is not None:
+            self._account_compute(len(self._keys))
+
+    @property
+    def last_consumed(self) -> tuple[int, float] | None:
+        """The last shard the model consumed, and when (None before the first)."""
+        return self._last
