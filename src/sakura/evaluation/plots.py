@@ -71,8 +71,9 @@ COMPUTE_COLOURS = {"model": "#6a994e", "computed on the phone": "#9d4edd", "stal
 def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
     """Per edit (live or simulated), each stage's work over time: requests in flight on their own
     row (so a request sent while the previous response streams stays visible beside it), the
-    transfer and decode of each fetched shard in its level's colour, and on the compute row the
-    model's work, the template KV the phone computed, and stalls."""
+    transfer and decode of each fetched shard in its level's colour (hatched: left to the phone
+    first, then taken back), and on the compute row the model's work, the template KV the phone
+    computed, and stalls."""
     plt = _pyplot()
     fig, axes = plt.subplots(len(edits), 1, figsize=(10, 2.8 * len(edits)), sharex=True, squeeze=False)
     for ax, (name, edit) in zip(axes[:, 0], edits.items()):
@@ -82,15 +83,16 @@ def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
                 ax.barh(3, s.first_byte_at - s.requested_at, left=s.requested_at, color="#bbbbbb", height=0.4,
                         edgecolor="white")
                 ax.barh(2, s.arrived_at - s.first_byte_at, left=s.first_byte_at, color=colour, height=0.6,
-                        edgecolor="white")
+                        edgecolor="white", hatch="//" if s.taken_back else None)
             if None not in (s.decode_started_at, s.decoded_at):
                 ax.barh(1, max(s.decoded_at - s.decode_started_at, 1e-3), left=s.decode_started_at, color=colour,
                         height=0.6)
         _compute_row(ax, edit)
         ax.set_yticks([0, 1, 2, 3], ["compute", "decode", "fetch", "request"])
-        computed = sum(s.computed for s in edit.shards)
+        computed, taken = sum(s.computed for s in edit.shards), sum(s.taken_back for s in edit.shards)
         ax.set_title(f"{name}: {edit.latency_s:.3f} s, stalls {edit.stall_s:.3f} s, "
-                     f"{computed}/{len(edit.shards)} blocks computed on the phone", fontsize=9)
+                     f"{computed}/{len(edit.shards)} blocks computed on the phone"
+                     + (f", {taken} taken back from it" if taken else ""), fontsize=9)
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("seconds since the edit began (request: sent until its first byte)")
     colours = {**LEVEL_COLOURS, **COMPUTE_COLOURS}
