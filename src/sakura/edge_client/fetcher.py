@@ -65,6 +65,7 @@ class ShardFetcher:
         self.meter = _LinkMeter()
         self.budget = transport.edit_budget()  # the edit's network deadline
         self._active = 0  # downloads in flight
+        self._lengths: dict[int, int] = {}  # per shard being downloaded, its length
         self._received: dict[int, int] = {}  # per shard, bytes of the download in progress
         self._lock = threading.Lock()
 
@@ -133,20 +134,31 @@ class ShardFetcher:
         sha = self.manifest.shards[index].levels[level].sha256
         return self.cache.read(self.manifest.template_id, self.manifest.version, index, level, sha)
 
+    def _near_end_in(self, nbytes: int, bytes_per_s: float, rtt_s: float) -> float:
+        """Seconds from now to a round trip before the last byte of a response of ``nbytes`` asked
+        for now: its bytes follow, on the one link, what is still to come of the downloads in flight."""
+        with self._lock:
+            ahead = sum(length - self._received.get(i, 0) for i, length in self._lengths.items())
+        return max(rtt_s, ahead / bytes_per_s) + nbytes / bytes_per_s - rtt_s
+
     def _download(
         self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: threading.Event,
         near_done: threading.Event,
     ) -> bytes:
         location = self.manifest.shards[index].levels[level]
         rtt, estimate = self.estimator.rtt_s, self.estimator.estimate()
-        # At the estimated rate the response ends ``rtt + length / rate`` from now: the next request
-        # should leave one round trip before that (progress below corrects it with the real rate).
-        # Without an estimate (a fresh session) it leaves when the first byte arrives: the link
-        # then never idles a round trip between responses, for one response of lead.
-        timer = threading.Timer(location.length / estimate.point_bytes_per_s if estimate else float("inf"), near_done.set)
+        # The next request should leave one round trip before this response ends: at the estimated
+        # rate, behind the responses requested before it (progress below corrects it with the real
+        # rate). Earlier, its bytes would meet a queue still filling with this one's and lose
+        # packets (measured on a tbf link: 10-20 ms late each). Without an estimate (a fresh
+        # session) it leaves when the first byte arrives: one response of lead, no idle round trip.
+        timer = threading.Timer(self._near_end_in(location.length, estimate.point_bytes_per_s, rtt)
+                                if estimate else float("inf"), near_done.set)
         timer.daemon = True
         if estimate is not None:
             timer.start()
+        with self._lock:
+            self._lengths[index], self._received[index] = location.length, 0
         if timing.requested_at is None:
             timing.requested_at = self.clock()
         first: list[float] = []  # time and size of the first chunk: the rate is measured after it
@@ -183,6 +195,7 @@ class ShardFetcher:
             timer.cancel()
             with self._lock:
                 self._active -= 1
+                self._lengths.pop(index, None)
         offset = self.clock() - time.monotonic()  # monotonic -> edit clock
         timing.first_byte_at = timing.first_byte_at or got.first_byte_at + offset
         timing.bytes += location.length

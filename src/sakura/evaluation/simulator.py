@@ -296,12 +296,12 @@ class EditSimulator:
     # -- mechanics -----------------------------------------------------------------------
     def _near_done(self, shard: ShardTiming) -> float:
         """When the live fetcher deems ``shard``'s response near done: a round trip before it ends,
-        as predicted at request time from the bandwidth estimate (its timer), or at the latest
-        when it is complete; requested without an estimate, at its first byte."""
+        as predicted at request time from the bandwidth estimate (its timer) or measured from its own
+        progress, whichever comes first; requested without an estimate, at its first byte."""
         timer = self._timers.get(shard.index)
         if timer is None:
             return shard.first_byte_at
-        return min(shard.arrived_at, max(shard.arrived_at - self.rtt, timer))
+        return min(shard.arrived_at, timer, max(shard.first_byte_at, shard.arrived_at - self.rtt))
 
     def _consume(self, edit: Timeline, shard: ShardTiming, available: float) -> None:
         """The model asks for ``shard`` after its compute since the previous one (or the start) and
@@ -353,7 +353,11 @@ class EditSimulator:
         shard.level, shard.arrived_at, shard.first_byte_at = level, arrival, begin
         shard.bytes += size
         shard.attempts = 1
-        self._timers[i] = None if timer_rate is None else t + size / timer_rate
+        if timer_rate is not None:  # the live fetcher's timer: behind what is still to come of those in flight
+            ahead = self.delivered(t, link_free) if link_free > t else 0.0
+            self._timers[i] = t + max(self.rtt, ahead / timer_rate) + size / timer_rate - self.rtt
+        else:
+            self._timers[i] = None
         self._rates[i] = rate
         if est is not None:
             est.observe_rtt(begin - t)
