@@ -79,6 +79,12 @@ class ShardFetcher:
         with self._lock:
             return self._received.get(index, 0)
 
+    def remaining(self, index: int) -> int | None:
+        """Bytes still to come of shard ``index``'s download in progress (None: none is)."""
+        with self._lock:
+            length = self._lengths.get(index)
+            return None if length is None else max(0, length - self._received.get(index, 0))
+
     def cached_levels(self, index: int) -> list[str]:
         if self.cache is None:
             return []
@@ -96,7 +102,13 @@ class ShardFetcher:
         near_done = near_done or threading.Event()
         if index == 0 and self.first is not None:
             first, self.first = self.first, None
-            got = first.take(self.manifest, cancel) if level == first.smallest_level(self.manifest) else None
+            with self._lock:
+                self._active += 1  # a download in flight: no other one times the round trip meanwhile
+            try:
+                got = first.take(self.manifest, cancel) if level == first.smallest_level(self.manifest) else None
+            finally:
+                with self._lock:
+                    self._active -= 1
             first.close()
             if got is not None:
                 return level, self._from_first(first.requested_at, got, timing)
@@ -190,7 +202,7 @@ class ShardFetcher:
             alone = self._active == 1  # nothing else queued on the link: the first byte times the round trip
         try:
             got = self.transport.download(self.path(index, level), sha256=location.sha256, length=location.length,
-                                          progress=progress, cancel=cancel, budget=self.budget)
+                                          progress=progress, cancel=cancel, budget=self.budget, ride=True)
         finally:
             timer.cancel()
             with self._lock:

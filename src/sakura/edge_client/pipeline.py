@@ -329,11 +329,13 @@ class EditPipeline:
         ctx = self.context(index, can_compute=False)
         level = timing.level or self._levels[0]
         received = self.fetcher.received(index)
+        left = self.fetcher.remaining(index)  # of the download in progress, at the level it is at
         rate = planned_rate(ctx)
         if timing.requested_at is not None and now - timing.requested_at > ctx.rtt_s:
             rate = min(rate, max(received, 1) / (now - timing.requested_at - ctx.rtt_s))  # as it goes now
         wait = 0.0 if timing.requested_at is not None else ctx.rtt_s
-        return now + wait + max(0, ctx.size(level) - received) / rate + ctx.decode_s.get(level, 0.0)
+        left = max(0, ctx.size(level) - received) if left is None else left
+        return now + wait + left / rate + ctx.decode_s.get(level, 0.0)
 
     # -- decode --------------------------------------------------------------------------
     def _decode_stage(self) -> None:

@@ -137,6 +137,8 @@ class EdgeSession:
         started = time.monotonic()
         path = http_api.preamble_path(template, number if number is not None else version, source=source)
         reply = self.transport.get(path, cancel=cancel, limit=MAX_MANIFEST_BYTES + http_api.MAX_BUNDLED_BYTES)
+        if reply.first_byte_at is not None:  # the round trip the shard requests will lead by
+            self.estimator.observe_rtt(reply.first_byte_at - started)
         head = _manifest_length(reply.headers.get(http_api.PREAMBLE_MANIFEST_LENGTH.lower()), len(reply.body))
         manifest = Manifest.from_bytes(reply.body[:head])
         check_request(manifest, template, number)

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from sakura.edge_client.connections import ConnectionPool, Watch
+from sakura.edge_client.connections import CLOSE, POOL, ConnectionPool, Lane, Watch
 from sakura.edge_client.deadlines import MIN_USEFUL_RATE, STALLED, NetworkBudget, Operation, Retryable
 from sakura.edge_client.errors import EditCancelled, EdgeError, RedirectError, ServerError, ShardCorrupt, TransportError
 from sakura.edge_client.link import DirectLink, Link
@@ -66,7 +66,7 @@ class Reply:
     status: int
     headers: dict[str, str]
     body: bytes
-    first_byte_at: float | None = None  # time.monotonic() of the body's first byte
+    first_byte_at: float | None = None  # time.monotonic() the response began (status line and headers read)
 
     def json(self) -> dict:
         try:
@@ -139,8 +139,11 @@ class HttpTransport:
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
         budget: NetworkBudget | None = None,
+        ride: bool = False,
     ) -> Download:
-        """Fetch one shard's bytes, resuming after interruptions; raises :class:`Abandon` from ``progress``."""
+        """Fetch one shard's bytes, resuming after interruptions; raises :class:`Abandon` from
+        ``progress``. ``ride``: one of a stream of shard requests, each sent before the response
+        ahead of it ends (pipelined behind it on its connection when it can; see :meth:`_exchange`)."""
         op = self._operation(path, cancel, budget)
         received = bytearray()
         first_byte_at: float | None = None
@@ -153,7 +156,7 @@ class HttpTransport:
                     if received:
                         resumed += 1
                     # an attempt cut short after its last byte (a stall judged at the end) has nothing left to ask
-                    got = self._stream_into(self.base_url + path, received, sha256, length, progress, op) \
+                    got = self._stream_into(self.base_url + path, received, sha256, length, progress, op, ride) \
                         if len(received) < length else None
                     first_byte_at = first_byte_at or got
                     if len(received) == length and hashlib.sha256(received).hexdigest() == sha256:
@@ -197,13 +200,14 @@ class HttpTransport:
 
     def _stream_into(
         self, url: str, received: bytearray, sha256: str, length: int, progress: Progress | None, op: Operation,
+        ride: bool = False,
     ) -> float | None:
         """One attempt, appending body bytes to ``received``; returns the first byte's time."""
         headers = self._headers(_resume_headers(received, sha256))
         span: tuple[int, int] | None = None  # the payload's bytes in the redirect target (X-Sakura-Range)
         visited = {url}
         while True:
-            with self._exchange(url, headers, op) as r:
+            with self._exchange(url, headers, op, ride=ride) as r:
                 if r.resp.status in REDIRECT_STATUS:
                     r.drain()
                     span = span or _sakura_range(r.resp, length)
@@ -218,31 +222,60 @@ class HttpTransport:
                 return r.read_into(received, length, progress)
 
     @contextlib.contextmanager
-    def _exchange(self, url: str, headers: dict[str, str], op: Operation) -> Iterator["_Response"]:
-        """Send one request under the watchdog. A reused connection that fails before any
-        response byte (the server closed it while idle) is retried once on a fresh one, without
-        counting as an attempt."""
+    def _exchange(self, url: str, headers: dict[str, str], op: Operation, *, ride: bool = False) -> Iterator["_Response"]:
+        """Send one request under the watchdog. ``ride`` (shard requests): sent at once behind the
+        response streaming on a :class:`~sakura.edge_client.connections.Lane` to the same origin when
+        one takes it, so its bytes follow that response's on one connection; its own response opens
+        a lane in turn. A reused connection that fails before any response byte (the server closed
+        it while idle, or the response ahead failed) is retried on a fresh one, without counting as
+        an attempt."""
         op.stop_if_needed()
         where = origin(url, self.urls.schemes)
-        for fresh in (False, True):
-            conn, reused = self.pool.take(where, fresh=fresh)
+
+        def send(conn: http.client.HTTPConnection) -> None:
+            conn.request("GET", request_target(url), headers=headers)
+
+        self.link.on_request()
+        boarded = self._board(where, send, op) if ride else None
+        ways = [boarded] if boarded is not None else []
+        for way in [*ways, "pooled", "fresh"]:
+            if isinstance(way, str):
+                conn, reused = self.pool.take(where, fresh=way == "fresh")
+            else:
+                conn, reused = way, True
             with self.pool.watch(conn, op.check) as watch:
                 try:
-                    self.link.on_request()
-                    conn.request("GET", request_target(url), headers=headers)
+                    if conn is not boarded:
+                        send(conn)
                     resp = conn.getresponse()
+                    began = time.monotonic()
                 except (OSError, http.client.HTTPException) as exc:
                     conn.close()
                     watch.finish()
-                    if reused and isinstance(exc, ConnectionError) and op.check() is None:
+                    if reused and isinstance(exc, (ConnectionError, http.client.BadStatusLine)) and op.check() is None:
                         continue
                     raise
-                response = _Response(self, where, conn, resp, watch, op)
+                lane = self.pool.open_lane(where, conn) if ride and resp.status in (200, 206) else None
+                response = _Response(self, where, conn, resp, watch, op, began, lane)
                 try:
                     yield response
                 finally:
                     response.finish()
                 return
+
+    def _board(self, where: Origin, send: Callable[[http.client.HTTPConnection], None],
+               op: Operation) -> http.client.HTTPConnection | None:
+        """The connection this request was sent on behind a streaming response, once that response
+        was read whole (its own is next on it); None if no lane took it, or the response ahead failed."""
+        lane = self.pool.board(where, send)
+        if lane is None:
+            return None
+        reason, mine = lane.wait_turn(op.check, self.pool.poll_s)
+        if reason is not None:
+            if mine:
+                lane.conn.close()  # its response is never read
+            op.stop_if_needed()
+        return lane.conn if mine else None
 
     def _headers(self, extra: dict[str, str] | None) -> dict[str, str]:
         headers = {"User-Agent": USER_AGENT}
@@ -276,14 +309,21 @@ class _Response:
     and the watchdog never touched it."""
 
     def __init__(self, transport: HttpTransport, where: Origin, conn: http.client.HTTPConnection,
-                 resp: http.client.HTTPResponse, watch: Watch, op: Operation) -> None:
+                 resp: http.client.HTTPResponse, watch: Watch, op: Operation, began: float,
+                 lane: Lane | None = None) -> None:
         self.transport, self.where, self.conn, self.resp, self.watch, self.op = transport, where, conn, resp, watch, op
+        #: When its first bytes (status line, headers) were read: the link's time for the response
+        #: starts there, not at the first body byte a packet later.
+        self.began = began
+        self.lane = lane  # a request may be waiting behind this response on the connection
         self.complete = False
 
     def finish(self) -> None:
-        if self.watch.finish() and self.complete and not self.resp.will_close:
+        whole = self.watch.finish() and self.complete and not self.resp.will_close
+        fate = self.lane.finish(whole) if self.lane is not None else POOL if whole else CLOSE
+        if fate == POOL:
             self.transport.pool.give_back(self.where, self.conn)
-        else:
+        elif fate == CLOSE:
             self.conn.close()
 
     def drain(self) -> None:
@@ -297,7 +337,7 @@ class _Response:
             chunk = self.resp.read1(size)
             if not chunk:
                 break
-            first = first or time.monotonic()
+            first = first or self.began
             if len(out) + len(chunk) > limit:
                 if exact:
                     raise Retryable(f"response body exceeds the expected {limit} bytes")

@@ -1,0 +1,98 @@
+"""Shard requests ride behind the response streaming on their connection (HTTP/1.1 pipelining):
+one connection, the second response right behind the first; a failure ahead or a cancel behind
+loses no bytes and leaves no connection with an unread response in the pool."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+
+import pytest
+
+from sakura.edge_client import EditCancelled, HttpTransport
+from sakura.edge_client.emulation import TraceLink
+from sakura.platform.traces import BandwidthTrace
+from tests.unit.edge_client.test_transport import shard
+
+SLOW_MBPS = 0.4  # a shard of ~20-40 kB streams for about half a second
+
+
+def start(transport: HttpTransport, index: int, out: dict, cancel: threading.Event | None = None) -> threading.Thread:
+    path, loc = shard(transport, index)
+
+    def run() -> None:
+        try:
+            out[index] = (transport.download(path, sha256=loc.sha256, length=loc.length, cancel=cancel, ride=True), loc)
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            out[index] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def ride_behind(transport: HttpTransport, proxy, cancel: threading.Event | None = None) -> dict:
+    """Shard 0 streaming, then shard 1 asked for while it does."""
+    shard(transport, 0), shard(transport, 1)  # the manifest, before the link is timed
+    proxy.requests.clear()
+    out: dict = {}
+    first = start(transport, 0, out)
+    time.sleep(0.15)
+    second = start(transport, 1, out, cancel)
+    if cancel is not None:
+        time.sleep(0.1)
+        cancel.set()
+    first.join(10)
+    second.join(10)
+    return out
+
+
+def slow_transport(proxy) -> HttpTransport:
+    link = TraceLink(BandwidthTrace.constant(SLOW_MBPS), rtt_s=0.0)
+    return HttpTransport(proxy.url, link=link)
+
+
+def test_a_request_sent_while_a_response_streams_follows_it_on_the_same_connection(proxy):
+    transport = slow_transport(proxy)
+    out = ride_behind(transport, proxy)
+    transport.close()
+    (a, loc_a), (b, loc_b) = out[0], out[1]
+    assert hashlib.sha256(a.data).hexdigest() == loc_a.sha256 and hashlib.sha256(b.data).hexdigest() == loc_b.sha256
+    assert b.requested_at < a.arrived_at <= b.first_byte_at  # sent while the first streamed, read after it
+    shards = proxy.shard_requests()
+    assert len(shards) == 2 and len({r.client_port for r in shards}) == 1
+
+
+def test_when_the_response_ahead_breaks_the_request_behind_it_is_sent_again_on_a_fresh_connection(proxy):
+    transport = slow_transport(proxy)
+    proxy.add(r"/shards/0/", "reset:2000")
+    out = ride_behind(transport, proxy)
+    transport.close()
+    for index in (0, 1):
+        got, loc = out[index]
+        assert hashlib.sha256(got.data).hexdigest() == loc.sha256
+    assert out[1][0].attempts == 1  # riding a connection that broke is not an attempt of its own
+    assert len({r.client_port for r in proxy.shard_requests()}) >= 2
+
+
+def test_a_request_cancelled_while_it_waits_leaves_the_response_ahead_whole_and_its_connection_unpooled(proxy):
+    transport = slow_transport(proxy)
+    out = ride_behind(transport, proxy, cancel=threading.Event())
+    got, loc = out[0]
+    assert hashlib.sha256(got.data).hexdigest() == loc.sha256
+    assert isinstance(out[1], EditCancelled)
+    used = {r.client_port for r in proxy.shard_requests()}
+    path, loc = shard(transport, 2)
+    transport.download(path, sha256=loc.sha256, length=loc.length)
+    transport.close()
+    assert proxy.requests[-1].client_port not in used  # its response was never read: closed, not reused
+
+
+@pytest.mark.parametrize("ride", [False, True])
+def test_a_lone_shard_download_is_the_same_riding_or_not(proxy, ride):
+    transport = HttpTransport(proxy.url)
+    path, loc = shard(transport, 0)
+    got = transport.download(path, sha256=loc.sha256, length=loc.length, ride=ride)
+    transport.close()
+    assert hashlib.sha256(got.data).hexdigest() == loc.sha256 and got.attempts == 1
