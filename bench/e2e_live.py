@@ -183,12 +183,14 @@ def _compare(live: Live, trace: BandwidthTrace, start: float, system: str, geome
            "live_stall_s": median.timeline.stall_s, "sim_stall_s": sim.stall_s,
            "live_bytes": median.bytes, "sim_bytes": sim.network_bytes,
            "live_gap_rtt": _gap_rtt(median.timeline, live.rtt_s), "sim_gap_rtt": _gap_rtt(sim, live.rtt_s),
+           "packet_rtt": _packet_rtt(median.timeline, live.rtt_s),
            "live_shards": _shards(median.timeline), "sim_shards": _shards(sim)}
     print(f"  {row['trace']:48s} {system:20s} live {median.latency_s:7.3f} s  sim {sim.latency_s:7.3f} s  "
           f"({row['error']:+.1%}; calibrated {calibrated.latency_s:.3f} s, {row['error_calibrated']:+.1%})  "
           f"compute {factor:.2f}x  stall live {median.timeline.stall_s:.2f} sim {sim.stall_s:.2f}  "
           f"levels live {_letters(median.levels)} sim {_letters(sim.levels)}  "
-          f"idle link between responses {_fmt(row['live_gap_rtt'])} RTT live, {_fmt(row['sim_gap_rtt'])} sim  "
+          f"idle link between responses {_fmt(row['live_gap_rtt'])} RTT live, {_fmt(row['sim_gap_rtt'])} sim, "
+          f"one packet {_fmt(row['packet_rtt'])}  "
           f"(load {load:.2f})", flush=True)
     return row
 
@@ -197,6 +199,19 @@ def _gap_rtt(timeline: Timeline, rtt_s: float) -> float | None:
     """Mean idle link before each response after the preamble, in round trips (None: nothing fetched)."""
     gaps = timeline.link_gaps()
     return statistics.mean(gaps) / rtt_s if gaps else None
+
+
+#: One full Ethernet frame's payload (IEEE 802.3: 1500 bytes): a response's first byte is read only
+#: once the packet carrying it (status line, headers, first body bytes) has crossed the link.
+PACKET_BYTES = 1500
+
+
+def _packet_rtt(timeline: Timeline, rtt_s: float) -> float | None:
+    """What one packet takes to cross the link at each fetched response's own rate, in round trips
+    (mean): the smallest gap first-byte timing can show between back-to-back responses."""
+    times = [PACKET_BYTES * (s.arrived_at - s.first_byte_at) / s.bytes for s in timeline.shards
+             if not s.computed and s.bytes and None not in (s.first_byte_at, s.arrived_at) and s.arrived_at > s.first_byte_at]
+    return statistics.mean(times) / rtt_s if times else None
 
 
 def _fmt(value: float | None) -> str:

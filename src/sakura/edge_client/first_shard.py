@@ -58,7 +58,7 @@ class FirstShard:
 
     def _run(self, transport: HttpTransport, path: str) -> None:
         try:
-            self._reply = transport.get(path, cancel=self._stop, limit=http_api.MAX_BUNDLED_BYTES)
+            self._reply = transport.get(path, cancel=self._stop, limit=http_api.MAX_BUNDLED_BYTES, ride=True)
         except (EdgeError, SakuraError, OSError):
             self._reply = None  # fetched again the ordinary way
         finally:

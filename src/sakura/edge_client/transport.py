@@ -112,13 +112,16 @@ class HttpTransport:
 
     # -- public --------------------------------------------------------------------------
     def get(self, path: str, headers: dict[str, str] | None = None, *, cancel: threading.Event | None = None,
-            limit: int = MAX_JSON_BODY) -> Reply:
-        """GET a small document (catalogue, manifest) of at most ``limit`` bytes; retries transient failures."""
+            limit: int = MAX_JSON_BODY, ride: bool = False) -> Reply:
+        """GET a small document (catalogue, manifest) of at most ``limit`` bytes; retries transient
+        failures. ``ride``: a shard asked for as a document (the first one, with the preamble), which
+        the next shard request may ride behind (:meth:`download`)."""
         op = self._operation(path, cancel, None)
         for attempt in range(1, self.retry.attempts + 1):
             op.begin_attempt()
             try:
-                status, resp_headers, body, first = self._document(self.base_url + path, self._headers(headers), limit, op)
+                status, resp_headers, body, first = self._document(self.base_url + path, self._headers(headers), limit, op,
+                                                                   ride)
                 if status in RETRYABLE_STATUS:
                     raise Retryable(f"HTTP {status}", _retry_after(resp_headers))
                 if status >= 400:
@@ -184,11 +187,11 @@ class HttpTransport:
         return NetworkBudget(self.retry.attempts * self.timeout_s, self.min_rate)
 
     # -- one exchange, following redirects --------------------------------------------------
-    def _document(self, url: str, headers: dict[str, str], limit: int,
-                  op: Operation) -> tuple[int, dict[str, str], bytes, float | None]:
+    def _document(self, url: str, headers: dict[str, str], limit: int, op: Operation,
+                  ride: bool = False) -> tuple[int, dict[str, str], bytes, float | None]:
         visited = {url}
         while True:
-            with self._exchange(url, headers, op) as r:
+            with self._exchange(url, headers, op, ride=ride) as r:
                 if r.resp.status in REDIRECT_STATUS:
                     r.drain()
                     url = self.urls.follow(url, r.resp.getheader("Location"), visited)
