@@ -25,22 +25,30 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from sakura.edge_client.connections import CLOSE, POOL, ConnectionPool, Lane, Watch
+from sakura.edge_client.connections import ConnectionPool
 from sakura.edge_client.deadlines import MIN_USEFUL_RATE, STALLED, NetworkBudget, Operation, Retryable
-from sakura.edge_client.errors import EditCancelled, EdgeError, RedirectError, ServerError, ShardCorrupt, TransportError
+from sakura.edge_client.errors import EditCancelled, EdgeError, ServerError, ShardCorrupt, TransportError
 from sakura.edge_client.link import DirectLink, Link
+from sakura.edge_client.responses import (
+    RETRYABLE_STATUS,
+    Progress,
+    Response,
+    check_span,
+    check_status,
+    resume_headers,
+    retry_after,
+    sakura_range,
+    server_error,
+    span_headers,
+)
 from sakura.edge_client.urls import Origin, UrlPolicy, origin, request_target
 
 USER_AGENT = "sakura-edge/1"
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
-MAX_ERROR_BODY = 64 << 10
 MAX_JSON_BODY = 16 << 20
 #: Pooled connections older than this are not reused (uvicorn closes idle ones after 5 s).
 IDLE_S = 4.0
 
-#: Called with (bytes received so far, expected total) after every chunk; may raise :class:`Abandon`.
-Progress = Callable[[int, int], None]
 
 
 class Abandon(Exception):
@@ -123,9 +131,9 @@ class HttpTransport:
                 status, resp_headers, body, first = self._document(self.base_url + path, self._headers(headers), limit, op,
                                                                    ride)
                 if status in RETRYABLE_STATUS:
-                    raise Retryable(f"HTTP {status}", _retry_after(resp_headers))
+                    raise Retryable(f"HTTP {status}", retry_after(resp_headers))
                 if status >= 400:
-                    raise _server_error(status, body)
+                    raise server_error(status, body)
                 return Reply(status, resp_headers, body, first)
             except EdgeError:
                 raise
@@ -206,26 +214,26 @@ class HttpTransport:
         ride: bool = False,
     ) -> float | None:
         """One attempt, appending body bytes to ``received``; returns the first byte's time."""
-        headers = self._headers(_resume_headers(received, sha256))
+        headers = self._headers(resume_headers(received, sha256))
         span: tuple[int, int] | None = None  # the payload's bytes in the redirect target (X-Sakura-Range)
         visited = {url}
         while True:
             with self._exchange(url, headers, op, ride=ride) as r:
                 if r.resp.status in REDIRECT_STATUS:
                     r.drain()
-                    span = span or _sakura_range(r.resp, length)
+                    span = span or sakura_range(r.resp, length)
                     url = self.urls.follow(url, r.resp.getheader("Location"), visited)
-                    headers = {"User-Agent": USER_AGENT, **(_span_headers(span, received) if span
-                                                            else _resume_headers(received, sha256))}
+                    headers = {"User-Agent": USER_AGENT, **(span_headers(span, received) if span
+                                                            else resume_headers(received, sha256))}
                     continue
                 if span is not None:
-                    _check_span(r, span, received)
+                    check_span(r, span, received)
                 else:
-                    _check_status(r, received)
+                    check_status(r, received)
                 return r.read_into(received, length, progress)
 
     @contextlib.contextmanager
-    def _exchange(self, url: str, headers: dict[str, str], op: Operation, *, ride: bool = False) -> Iterator["_Response"]:
+    def _exchange(self, url: str, headers: dict[str, str], op: Operation, *, ride: bool = False) -> Iterator["Response"]:
         """Send one request under the watchdog. ``ride`` (shard requests): sent at once behind the
         response streaming on a :class:`~sakura.edge_client.connections.Lane` to the same origin when
         one takes it, so its bytes follow that response's on one connection; its own response opens
@@ -259,7 +267,7 @@ class HttpTransport:
                         continue
                     raise
                 lane = self.pool.open_lane(where, conn) if ride and resp.status in (200, 206) else None
-                response = _Response(self, where, conn, resp, watch, op, began, lane)
+                response = Response(self, where, conn, resp, watch, op, began, lane)
                 try:
                     yield response
                 finally:
@@ -305,124 +313,3 @@ class HttpTransport:
         reason = op.check()
         if reason not in (None, STALLED):
             raise op.error(reason)
-
-
-class _Response:
-    """Reads one response; the connection goes back to the pool only if the body was read whole
-    and the watchdog never touched it."""
-
-    def __init__(self, transport: HttpTransport, where: Origin, conn: http.client.HTTPConnection,
-                 resp: http.client.HTTPResponse, watch: Watch, op: Operation, began: float,
-                 lane: Lane | None = None) -> None:
-        self.transport, self.where, self.conn, self.resp, self.watch, self.op = transport, where, conn, resp, watch, op
-        #: When its first bytes (status line, headers) were read: the link's time for the response
-        #: starts there, not at the first body byte a packet later.
-        self.began = began
-        self.lane = lane  # a request may be waiting behind this response on the connection
-        self.complete = False
-
-    def finish(self) -> None:
-        whole = self.watch.finish() and self.complete and not self.resp.will_close
-        fate = self.lane.finish(whole) if self.lane is not None else POOL if whole else CLOSE
-        if fate == POOL:
-            self.transport.pool.give_back(self.where, self.conn)
-        elif fate == CLOSE:
-            self.conn.close()
-
-    def drain(self) -> None:
-        self.resp.read(MAX_ERROR_BODY)
-        self.complete = self.resp.isclosed()
-
-    def read_into(self, out: bytearray, limit: int, progress: Progress | None, *, exact: bool = True) -> float | None:
-        first: float | None = None
-        link, size, op = self.transport.link, self.transport.chunk_bytes, self.op
-        while self.resp.length is None or self.resp.length > 0:
-            chunk = self.resp.read1(size)
-            if not chunk:
-                break
-            first = first or self.began
-            if len(out) + len(chunk) > limit:
-                if exact:
-                    raise Retryable(f"response body exceeds the expected {limit} bytes")
-                raise ServerError(self.resp.status, "too_large", f"response exceeds {limit} bytes")
-            out += chunk
-            op.got(len(chunk))
-            link.on_bytes(len(chunk))
-            op.stop_if_needed()
-            if progress is not None:
-                progress(len(out), limit)
-        if self.resp.length:
-            raise http.client.IncompleteRead(bytes(), self.resp.length)
-        self.resp.read()  # marks the response done so the connection can carry the next request
-        self.complete = True
-        return first
-
-
-def _resume_headers(received: bytearray, sha256: str) -> dict[str, str]:
-    return {"Range": f"bytes={len(received)}-", "If-Range": f'"{sha256}"'} if received else {}
-
-
-def _span_headers(span: tuple[int, int], received: bytearray) -> dict[str, str]:
-    return {"Range": f"bytes={span[0] + len(received)}-{span[1]}"}
-
-
-def _sakura_range(resp: http.client.HTTPResponse, length: int) -> tuple[int, int] | None:
-    """The payload's bytes at the redirect target, from our server's ``X-Sakura-Range``."""
-    span = resp.getheader("X-Sakura-Range")
-    if span is None:
-        return None  # a plain redirect (e.g. to https): the target serves the shard itself
-    try:
-        start, end = (int(x) for x in span.removeprefix("bytes=").split("-"))
-    except ValueError:
-        raise RedirectError(f"redirect with a malformed X-Sakura-Range ({span[:80]!r})") from None
-    if start < 0 or end - start + 1 != length:
-        raise RedirectError(f"X-Sakura-Range {span[:80]!r} does not cover the manifest's {length} bytes")
-    return start, end
-
-
-def _check_span(r: _Response, span: tuple[int, int], received: bytearray) -> None:
-    """A redirect target must answer our Range with exactly those bytes (fail fast otherwise)."""
-    status = r.resp.status
-    if status in RETRYABLE_STATUS:
-        r.drain()
-        raise Retryable(f"redirect target answered {status}", _retry_after(dict(r.resp.getheaders())))
-    if status == 200:
-        raise RedirectError("the redirect target ignored the Range request (HTTP 200 for the whole object)")
-    if status != 206:
-        raise ServerError(status, "redirect_failed", f"redirect target answered {status}")
-    start = span[0] + len(received)
-    content_range = r.resp.getheader("Content-Range", "")
-    if not content_range.startswith(f"bytes {start}-{span[1]}/"):
-        raise RedirectError(f"the redirect target sent {content_range[:80]!r} for bytes {start}-{span[1]}")
-
-
-def _check_status(r: _Response, received: bytearray) -> None:
-    status = r.resp.status
-    if status in RETRYABLE_STATUS:
-        r.drain()
-        raise Retryable(f"HTTP {status}", _retry_after(dict(r.resp.getheaders())))
-    if status == 200:
-        received.clear()  # the server ignored our Range (or If-Range failed): start over
-    elif status == 206:
-        content_range = r.resp.getheader("Content-Range", "")
-        if not content_range.startswith(f"bytes {len(received)}-"):
-            received.clear()
-            raise Retryable(f"unexpected Content-Range {content_range[:80]!r}")
-    else:
-        raise _server_error(status, r.resp.read(MAX_ERROR_BODY))
-
-
-def _retry_after(headers: dict[str, str]) -> float | None:
-    value = {k.lower(): v for k, v in headers.items()}.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _server_error(status: int, body: bytes) -> ServerError:
-    try:
-        doc = json.loads(body[:MAX_ERROR_BODY])
-        return ServerError(status, str(doc.get("code", "http_error"))[:64], str(doc.get("message", ""))[:500])
-    except (ValueError, AttributeError, RecursionError):
-        return ServerError(status, "http_error", f"HTTP {status}")
