@@ -61,8 +61,8 @@ class Lane:
     """A connection whose response is streaming, on which the next request may be sent at once
     (HTTP/1.1 pipelining): that request's response then follows this one's bytes on the same TCP
     stream. Sent on a second connection instead, its first packets meet a bottleneck queue that
-    this response keeps full and are lost (measured on a tbf link: its first byte came 10-30 ms
-    after this response's last, a tail-loss probe later). One request may wait behind the
+    this response keeps full and are dropped (measured on a tbf link: its first byte came 10-30 ms
+    after this response's last). One request may wait behind the
     response (``http.client`` allows no more); it reads its own once this one is read whole."""
 
     def __init__(self, conn: http.client.HTTPConnection) -> None:
