@@ -162,7 +162,7 @@ class ShardFetcher:
         # The next request should leave one round trip before this response ends: at the estimated
         # rate, behind the responses requested before it (progress below corrects it with the real
         # rate). Earlier, its bytes would meet a queue still filling with this one's and lose
-        # packets (measured on a tbf link: 10-20 ms late each). Without an estimate (a fresh
+        # packets (measured on a tbf link: 10-30 ms late each). Without an estimate (a fresh
         # session) it leaves when the first byte arrives: one response of lead, no idle round trip.
         timer = threading.Timer(self._near_end_in(location.length, estimate.point_bytes_per_s, rtt)
                                 if estimate else float("inf"), near_done.set)

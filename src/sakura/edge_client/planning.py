@@ -130,14 +130,8 @@ def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer
     """The state after shard ``index`` is fetched at ``level`` (or computed), decoded and consumed."""
     if level == COMPUTE:
         return _computed(state, ctx, index)
-    size = ctx.shards[index].sizes[level]
-    next_request = state.next_request
-    if size:
-        begin = max(state.fetch_free, state.next_request + ctx.rtt_s)
-        arrival = begin + transfer(begin, size)
-        next_request = max(next_request, arrival - ctx.rtt_s)
-    else:
-        arrival = state.fetch_free
+    arrival, next_request = _arrival(state.fetch_free, state.next_request, ctx.shards[index].sizes[level], ctx.rtt_s,
+                                     transfer)
     decoded = max(arrival, state.decode_free) + ctx.decode_s.get(level, 0.0)
     consumed = max(decoded, state.ready)
     return PlanState(
@@ -149,6 +143,17 @@ def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer
         stall=state.stall + max(0.0, decoded - state.ready),
         computing=state.computing,
     )
+
+
+def _arrival(link_free: float, request: float, size: int, rtt_s: float, transfer: TransferTime) -> tuple[float, float]:
+    """When a response of ``size`` bytes has arrived (its request leaves at ``request``, its bytes
+    follow what the link carries until ``link_free``), and when the next request may leave (a
+    round trip before that); nothing to fetch arrives at once."""
+    if not size:
+        return link_free, request
+    begin = max(link_free, request + rtt_s)
+    arrival = begin + transfer(begin, size)
+    return arrival, max(request, arrival - rtt_s)
 
 
 def _computed(state: PlanState, ctx: PlanContext, index: int) -> PlanState:
@@ -197,13 +202,13 @@ def take_back(ctx: PlanContext, top: int, transfer: TransferTime, penalty: float
     ``k`` of them, top down (the order the fetch stage takes them back in), at one level, and
     compute the rest. Returns the level of the best-scoring plan that fetches ``top``, or None
     when computing them all scores best (ties go to fewer bytes)."""
-    best: tuple[float, int, str | None] = (_taken_back(ctx, top, 0, ctx.levels[0], transfer).score(penalty), 0, None)
+    best_score, best_level = _taken_back(ctx, top, 0, ctx.levels[0], transfer).score(penalty), None
     for k in range(1, top - ctx.index + 2):
         for level in ctx.levels:
             score = _taken_back(ctx, top, k, level, transfer).score(penalty)
-            if score > best[0] + 1e-9:
-                best = (score, k, level)
-    return best[2]
+            if score > best_score + 1e-9:
+                best_score, best_level = score, level
+    return best_level
 
 
 def _taken_back(ctx: PlanContext, top: int, k: int, level: str, transfer: TransferTime) -> PlanState:
@@ -212,11 +217,7 @@ def _taken_back(ctx: PlanContext, top: int, k: int, level: str, transfer: Transf
     fetch_free, request, decode_free = state.fetch_free, state.next_request, state.decode_free
     decoded: dict[int, float] = {}
     for index in range(top, top - k, -1):
-        size = ctx.shards[index].sizes[level]
-        if size:
-            begin = max(fetch_free, request + ctx.rtt_s)
-            fetch_free = begin + transfer(begin, size)
-            request = max(request, fetch_free - ctx.rtt_s)
+        fetch_free, request = _arrival(fetch_free, request, ctx.shards[index].sizes[level], ctx.rtt_s, transfer)
         decode_free = decoded[index] = max(fetch_free, decode_free) + ctx.decode_s.get(level, 0.0)
     for index in range(ctx.index, top + 1):
         if index not in decoded:
