@@ -15,7 +15,7 @@ from sakura.edge_client.planning import ABANDON_CHECK_S, ABANDON_MIN_S
 from sakura.edge_client.timeline import ShardTiming
 from sakura.edge_client.transport import Abandon, HttpTransport
 from sakura.platform import http_api
-from sakura.platform.manifest import Manifest
+from sakura.platform.manifest import PhoneManifest
 
 #: (level being fetched, bytes received, their measured rate in bytes/s) -> a smaller level, or None.
 AbandonCheck = Callable[[str, int, float], "str | None"]
@@ -52,7 +52,7 @@ class ShardFetcher:
     def __init__(
         self,
         transport: HttpTransport,
-        manifest: Manifest,
+        manifest: PhoneManifest,
         estimator: BandwidthEstimator,
         cache: ShardCache | None,
         clock: Callable[[], float],

@@ -22,7 +22,7 @@ from sakura.edge_client.estimator import Estimate
 from sakura.edge_client.transport import HttpTransport, Reply
 from sakura.platform import http_api
 from sakura.platform.errors import SakuraError
-from sakura.platform.manifest import Manifest
+from sakura.platform.manifest import PhoneManifest
 
 _POLL_S = 0.02
 
@@ -65,11 +65,11 @@ class FirstShard:
             self._arrived_at = self._clock()
             self._done.set()
 
-    def smallest_level(self, manifest: Manifest) -> str:
+    def smallest_level(self, manifest: PhoneManifest) -> str:
         shard = manifest.shards[0]
         return next(level.name for level in manifest.levels if level.name in shard.levels)
 
-    def take(self, manifest: Manifest, cancel: threading.Event) -> FirstShardBytes | None:
+    def take(self, manifest: PhoneManifest, cancel: threading.Event) -> FirstShardBytes | None:
         """The shard once it has arrived, if it is the one ``manifest`` lists; None otherwise."""
         while not self._done.wait(_POLL_S):
             if cancel.is_set():

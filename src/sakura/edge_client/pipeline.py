@@ -51,7 +51,7 @@ from sakura.edge_client.timeline import ShardTiming, Timeline
 from sakura.edge_client.validation import ShardLimits
 from sakura.platform.codec import decode_shard
 from sakura.platform.errors import CodecError
-from sakura.platform.manifest import Manifest
+from sakura.platform.manifest import PhoneManifest
 
 T = TypeVar("T")
 #: How long ``run`` waits for its stage threads once it is done; they are daemons that stop on
@@ -73,7 +73,7 @@ class Device:
 class EditPipeline:
     def __init__(
         self,
-        manifest: Manifest,
+        manifest: PhoneManifest,
         fetcher: ShardFetcher,
         policy: LevelPolicy,
         estimator: BandwidthEstimator,

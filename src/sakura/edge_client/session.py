@@ -36,7 +36,7 @@ from sakura.platform.context import decode_context
 from sakura.platform.errors import ModelError
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import fit_image
-from sakura.platform.manifest import MAX_MANIFEST_BYTES, ContextEntry, Manifest, ManifestError, ModelRef
+from sakura.platform.manifest import MAX_MANIFEST_BYTES, ManifestError, PhoneManifest, PhoneModel, PhoneObject
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_named_model
 
 DEFAULT_CACHE_BUDGET = 256 << 20
@@ -103,7 +103,7 @@ class EdgeSession:
             self.cache.close()
 
     # -- manifests -----------------------------------------------------------------------
-    def manifest(self, template: str, version: int | str = "latest", *, cancel: threading.Event | None = None) -> Manifest:
+    def manifest(self, template: str, version: int | str = "latest", *, cancel: threading.Event | None = None) -> PhoneManifest:
         """The manifest of ``template`` at a version number or alias (numeric ones come from the cache)."""
         validate_template_id(template)
         number = layout.version_ref(version)
@@ -112,20 +112,21 @@ class EdgeSession:
             cached = self.cache.read_manifest(template, number)
             if cached is not None:
                 try:
-                    manifest = Manifest.from_bytes(cached)
+                    manifest = PhoneManifest.from_wire(cached)
                     check_request(manifest, template, number)
                     return manifest
                 except ManifestError:
                     pass  # written by an older client, or damaged: fetch it again
-        body = self.transport.get(http_api.manifest_path(template, version), cancel=cancel, limit=MAX_MANIFEST_BYTES).body
-        manifest = Manifest.from_bytes(body)
+        body = self.transport.get(http_api.manifest_path(template, version), {"Accept-Encoding": "zstd"},
+                                  cancel=cancel, limit=MAX_MANIFEST_BYTES).body
+        manifest = PhoneManifest.from_wire(body)
         check_request(manifest, template, number)
         if self.cache is not None:
             self.cache.write_manifest(template, manifest.version, body)
         return manifest
 
     def preamble(self, template: str, version: int | str = "latest", *, source: bool = False,
-                 cancel: threading.Event | None = None) -> tuple[Manifest, dict[str, bytes]]:
+                 cancel: threading.Event | None = None) -> tuple[PhoneManifest, dict[str, bytes]]:
         """The manifest and the encoded context (and, with ``source``, source) objects the server
         bundled with it, in one round trip (:data:`~sakura.platform.http_api.PREAMBLE`); the
         objects are still unverified (:meth:`context` and :meth:`source` check them). A manifest
@@ -140,7 +141,7 @@ class EdgeSession:
         if reply.first_byte_at is not None:  # the round trip the shard requests will lead by
             self.estimator.observe_rtt(reply.first_byte_at - started)
         head = _manifest_length(reply.headers.get(http_api.PREAMBLE_MANIFEST_LENGTH.lower()), len(reply.body))
-        manifest = Manifest.from_bytes(reply.body[:head])
+        manifest = PhoneManifest.from_wire(reply.body[:head])
         check_request(manifest, template, number)
         if self.cache is not None:
             self.cache.write_manifest(template, manifest.version, reply.body[:head])
@@ -151,20 +152,20 @@ class EdgeSession:
             self.estimator.observe(len(reply.body), max(time.monotonic() - started - self.estimator.rtt_s, 1e-6))
         return manifest, objects
 
-    def context(self, manifest: Manifest, *, cancel: threading.Event | None = None,
+    def context(self, manifest: PhoneManifest, *, cancel: threading.Event | None = None,
                 bundled: dict[str, bytes] | None = None) -> dict[str, np.ndarray]:
         """The template's context objects (e.g. prompt embeddings), verified and decoded; the
         manifest was checked against the model first, so their shapes are ones it takes.
         ``bundled``: encoded objects that came with the manifest (:meth:`preamble`)."""
         return self._objects(manifest, "context", http_api.context_path, cancel, bundled or {})
 
-    def source(self, manifest: Manifest, *, cancel: threading.Event | None = None,
+    def source(self, manifest: PhoneManifest, *, cancel: threading.Event | None = None,
                bundled: dict[str, bytes] | None = None) -> dict[str, np.ndarray]:
         """What the model computes the template KV from (``ModelAdapter.template_source``),
         verified and decoded like :meth:`context`; the manifest was checked against the model first."""
         return self._objects(manifest, "source", http_api.source_path, cancel, bundled or {})
 
-    def _objects(self, manifest: Manifest, kind: str, path_of: Callable[[str, int, str], str],
+    def _objects(self, manifest: PhoneManifest, kind: str, path_of: Callable[[str, int, str], str],
                  cancel: threading.Event | None, bundled: dict[str, bytes]) -> dict[str, np.ndarray]:
         out = {}
         for entry in getattr(manifest, kind):
@@ -174,14 +175,14 @@ class EdgeSession:
             out[entry.name] = decode_context(data, tuple(entry.shape), entry.dtype)
         return out
 
-    def _download_object(self, path: str, entry: ContextEntry, cancel: threading.Event | None) -> bytes:
+    def _download_object(self, path: str, entry: PhoneObject, cancel: threading.Event | None) -> bytes:
         got = self.transport.download(path, sha256=entry.sha256, length=entry.length, cancel=cancel)
         # the same link as the shards: a phone that computed everything last time still learns its rate
         busy = max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
         self.estimator.observe(len(got.data), max(busy, 1e-6))
         return got.data
 
-    def model_for(self, ref: ModelRef) -> ModelAdapter:
+    def model_for(self, ref: PhoneModel) -> ModelAdapter:
         """The on-device model a manifest was built for; refuses a template built for another model."""
         with self._lock:
             adapter = self._models.get(ref.name)
@@ -255,7 +256,7 @@ class EdgeSession:
             return None
         return number
 
-    def _template_computer(self, policy: LevelPolicy, adapter: ModelAdapter, manifest: Manifest,
+    def _template_computer(self, policy: LevelPolicy, adapter: ModelAdapter, manifest: PhoneManifest,
                            context: dict[str, np.ndarray], schedule: Schedule, cancel: threading.Event | None,
                            bundled: dict[str, bytes]) -> TemplateComputer | None:
         """The phone's own template KV, when the policy may compute and the model and template allow."""
@@ -278,7 +279,7 @@ def _manifest_length(header: str | None, body_length: int) -> int:
     return length
 
 
-def _split_objects(manifest: Manifest, rest: bytes, source: bool) -> dict[str, bytes]:
+def _split_objects(manifest: PhoneManifest, rest: bytes, source: bool) -> dict[str, bytes]:
     """The bundled objects as ``kind/name``, sliced by the manifest's lengths; the bytes must add up exactly."""
     entries = [("context", e) for e in manifest.context] + [("source", e) for e in (manifest.source if source else [])]
     listed = sum(e.length for _, e in entries)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sakura.platform.codec import max_payload_bytes
 from sakura.platform.context import max_encoded_bytes
 from sakura.platform.kv import KVGeometry
-from sakura.platform.manifest import ContextEntry, Manifest, ManifestError
+from sakura.platform.manifest import ManifestError, PhoneManifest, PhoneObject
 from sakura.platform.models import ModelAdapter
 
 
@@ -31,7 +31,7 @@ class ShardLimits:
         return self.geometry.shard_nbytes
 
 
-def check_request(manifest: Manifest, template: str, version: int | None) -> None:
+def check_request(manifest: PhoneManifest, template: str, version: int | None) -> None:
     """The server answered what was asked for (a numeric version exactly; an alias any version)."""
     if manifest.template_id != template or (version is not None and manifest.version != version):
         asked = f"v{version}" if version is not None else "an alias"
@@ -44,7 +44,7 @@ def check_request(manifest: Manifest, template: str, version: int | None) -> Non
 MAX_EDIT_STEPS = 100
 
 
-def accept_manifest(manifest: Manifest, adapter: ModelAdapter, *, max_steps: int = MAX_EDIT_STEPS) -> ShardLimits:
+def accept_manifest(manifest: PhoneManifest, adapter: ModelAdapter, *, max_steps: int = MAX_EDIT_STEPS) -> ShardLimits:
     """Check a manifest against the model that will replay it; raise :class:`ManifestError`."""
     where = f"{manifest.template_id} v{manifest.version}"
     if manifest.schedule.steps > max_steps:
@@ -72,7 +72,7 @@ def accept_manifest(manifest: Manifest, adapter: ModelAdapter, *, max_steps: int
     return ShardLimits(geometry, limit)
 
 
-def _check_objects(entries: list[ContextEntry], limits: dict[str, tuple[int, ...]], what: str) -> None:
+def _check_objects(entries: list[PhoneObject], limits: dict[str, tuple[int, ...]], what: str) -> None:
     """Context or source objects the model takes, no larger than it takes them, each length bounded."""
     for entry in entries:
         largest = limits.get(entry.name)

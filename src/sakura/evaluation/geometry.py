@@ -185,7 +185,7 @@ def measure_geometry(
         levels=levels, cachegen_levels=[c.name for c in CACHEGEN_LEVELS], sizes=sizes, decode_s=decode_s,
         weights=[s.weight for s in manifest.shards], startup_s=startup, gaps_s=gaps,
         ondevice_s={r: replay[r] + r * passes * one_pass for r in ratios}, replay_s=replay,
-        manifest_bytes=len(manifest.to_wire()), raw_bytes=[2 * (exact[k].k.size + exact[k].v.size) for k in keys],
+        manifest_bytes=len(manifest.for_phone().to_wire()), raw_bytes=[2 * (exact[k].k.size + exact[k].v.size) for k in keys],
         kv_itemsize=exact[keys[0]].k.dtype.itemsize,
         kv_cached=kv_cached, reference_pass_s=one_pass, shard_compute_s=[one_pass / per_step] * len(keys),
         source_bytes=template_source_bytes(template), context_bytes=sum(c.length for c in manifest.context),

@@ -12,7 +12,9 @@ SOURCE = VERSIONS + "/{version}/source/{name}"
 PREAMBLE = VERSIONS + "/{version}/preamble"
 ALIAS = CATALOGUE + "/{template_id}/aliases/{alias}"
 
-#: A preamble response is the manifest's bytes (``PREAMBLE_MANIFEST_LENGTH`` of them) followed by
+#: A manifest response is the phone-facing manifest (:class:`~sakura.platform.manifest.PhoneManifest`):
+#: JSON, or its zstd frame (``Content-Encoding: zstd``) when the request accepts zstd.
+#: A preamble response is the manifest's zstd frame (``PREAMBLE_MANIFEST_LENGTH`` bytes) followed by
 #: its context objects and, when asked (``?source=1``), its source objects, each in manifest order:
 #: what a phone needs before its first shard, in one round trip. The server bundles the objects
 #: only while they total at most ``MAX_BUNDLED_BYTES`` (else the phone fetches them one by one).

@@ -33,7 +33,7 @@ from sakura.serve.body import parse_alias_body, read_capped
 from sakura.serve.config import ServeConfig
 from sakura.serve.errors import ApiError
 from sakura.serve.metrics import ServeMetrics
-from sakura.serve.reader import ShardReader, ShardRef, public_manifest
+from sakura.serve.reader import ShardReader, ShardRef
 from sakura.serve.ranges import RangeNotSatisfiable, parse_range
 
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -81,9 +81,12 @@ def create_api(config: ServeConfig) -> FastAPI:
     def manifest(template_id: str, version: str, request: Request) -> Response:
         require_reader_auth(request)
         number, is_alias = reader.resolve(template_id, version)
-        body = public_manifest(reader.manifest(template_id, number))
+        phone = reader.phone_manifest(template_id, number)[1]
+        zstd = _accepts_zstd(request)
+        body = phone.zstd if zstd else phone.json
         etag = f'"{hashlib.sha256(body).hexdigest()}"'
-        headers = {"ETag": etag, "Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "X-Sakura-Version": str(number)}
+        headers = {"ETag": etag, "Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "X-Sakura-Version": str(number),
+                   "Vary": "Accept-Encoding", **({"Content-Encoding": "zstd"} if zstd else {})}
         if _etag_matches(request, etag):
             return Response(status_code=304, headers=headers)
         return Response(body, media_type="application/json", headers=headers)
@@ -93,8 +96,8 @@ def create_api(config: ServeConfig) -> FastAPI:
         """The manifest and, when they fit ``MAX_BUNDLED_BYTES``, its context (and source) objects."""
         require_reader_auth(request)
         number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
-        manifest = await run_in_threadpool(reader.manifest, template_id, number)
-        head = public_manifest(manifest)
+        manifest, phone = await run_in_threadpool(reader.phone_manifest, template_id, number)
+        head = phone.zstd
         entries = [*manifest.context, *(manifest.source if source else [])]
         bundled = sum(e.length for e in entries) <= http_api.MAX_BUNDLED_BYTES
         parts = [head]
@@ -202,6 +205,15 @@ def _etag_matches(request: Request, etag: str) -> bool:
     if not header:
         return False
     return header.strip() == "*" or etag in [t.strip().removeprefix("W/") for t in header.split(",")]
+
+
+def _accepts_zstd(request: Request) -> bool:
+    """``Accept-Encoding`` names zstd with a non-zero weight (RFC 9110 section 12.5.3)."""
+    for item in request.headers.get("accept-encoding", "").split(","):
+        coding, _, params = item.strip().partition(";")
+        if coding.strip().lower() == "zstd":
+            return params.replace(" ", "").lower() not in ("q=0", "q=0.0", "q=0.00", "q=0.000")
+    return False
 
 
 def _bearer(request: Request) -> str | None:

@@ -49,12 +49,25 @@ class ShardRef:
     location: ShardLocation
 
 
-def public_manifest(manifest: Manifest) -> bytes:
-    """The manifest as served, compact: without the storage tiers' root URIs (phones never need them)."""
-    if all(level.store is None for level in manifest.levels):
-        return manifest.to_wire()
-    levels = [level.model_copy(update={"store": None}) for level in manifest.levels]
-    return manifest.model_copy(update={"levels": levels}).to_wire()
+@dataclass(frozen=True)
+class PhoneView:
+    """A manifest as phones receive it (:meth:`Manifest.for_phone`), encoded once per load:
+    plain JSON, and the zstd frame phones ask for."""
+
+    json: bytes
+    zstd: bytes
+
+    @classmethod
+    def of(cls, manifest: Manifest) -> "PhoneView":
+        phone = manifest.for_phone()
+        return cls(phone.to_json(), phone.to_wire())
+
+
+@dataclass
+class _CachedManifest:
+    checked: float  # time.monotonic() it was last known published
+    manifest: Manifest
+    phone: PhoneView
 
 
 class ShardReader:
@@ -65,7 +78,7 @@ class ShardReader:
         self._stores: dict[str, ObjectStore] = {config.store: self.library.store}
         self.memory = MemoryLRU(config.memory_cache_bytes)
         self.disk = DiskLRU(config.disk_cache_dir, config.disk_cache_bytes) if config.disk_cache_dir else None
-        self._manifests: collections.OrderedDict[tuple[str, int], tuple[float, Manifest]] = collections.OrderedDict()
+        self._manifests: collections.OrderedDict[tuple[str, int], _CachedManifest] = collections.OrderedDict()
         self._aliases: dict[tuple[str, str], tuple[float, int]] = {}
         self._root_seen: tuple[float, bool] | None = None
         self._lock = threading.Lock()
@@ -113,27 +126,36 @@ class ShardReader:
 
     def manifest(self, template_id: str, version: int) -> Manifest:
         """A published manifest; a cached one is checked to still exist every ``alias_ttl_s``."""
+        return self._cached(template_id, version).manifest
+
+    def phone_manifest(self, template_id: str, version: int) -> tuple[Manifest, PhoneView]:
+        """A published manifest and its phone-facing view."""
+        cached = self._cached(template_id, version)
+        return cached.manifest, cached.phone
+
+    def _cached(self, template_id: str, version: int) -> _CachedManifest:
         key, now = (template_id, version), time.monotonic()
         with self._lock:
             cached = self._manifests.get(key)
             if cached is not None:
                 self._manifests.move_to_end(key)
         if cached is not None:
-            checked, manifest = cached
-            if now - checked < self.config.alias_ttl_s:
-                return manifest
+            if now - cached.checked < self.config.alias_ttl_s:
+                return cached
             if not self._still_published(template_id, version):
                 raise self._gone(template_id, version)
+            cached.checked = now
         else:
             try:
                 manifest = self.library.manifest(template_id, version)
             except LibraryError:
                 raise self._gone(template_id, version) from None
+            cached = _CachedManifest(now, manifest, PhoneView.of(manifest))
         with self._lock:
-            self._manifests[key] = (now, manifest)
+            self._manifests[key] = cached
             while len(self._manifests) > self.config.manifest_cache_entries:
                 self._manifests.popitem(last=False)
-        return manifest
+        return cached
 
     def _still_published(self, template_id: str, version: int) -> bool:
         """Whether a cached manifest is still in the store: one attempt, and True if the store

@@ -7,6 +7,9 @@ import hashlib
 import httpx
 import pytest
 
+from sakura.platform.library import TemplateLibrary
+from sakura.platform.manifest import Manifest
+from sakura.platform.store import open_store
 from tests.integration.conftest import serve_apps
 from tests.helpers import make_library
 
@@ -18,6 +21,10 @@ def library(s3_server):
     uri = f"s3://{s3_server.new_bucket()}/lib?endpoint={s3_server.endpoint}"
     make_library(uri, ["skimage:brick", "skimage:grass"], steps=2)
     return uri
+
+
+def stored_manifest(library: str, version: int) -> Manifest:
+    return TemplateLibrary(open_store(library)).manifest("tpl", version)
 
 
 @pytest.fixture(scope="module")
@@ -93,23 +100,22 @@ def test_store_outage_serves_cached_shards_and_recovers(service, s3_server):
 
 
 def test_altered_bytes_in_the_store_are_never_served(service, s3_server, library):
-    manifest = service.get("/v1/templates/tpl/versions/2/manifest").json()
-    level = next(lv for lv in manifest["levels"] if lv["name"] == "full")
-    loc = manifest["shards"][3]["levels"]["full"]
+    stored = stored_manifest(library, 2)  # phones never see where bytes live
     bucket = library.split("/")[2]
     client = s3_server.client()
-    key = f"lib/{level['key']}"
+    key = f"lib/{stored.level('full').key}"
     data = bytearray(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-    data[loc["offset"] + 7] ^= 0x01
+    data[stored.shard(3).levels["full"].offset + 7] ^= 0x01
     client.put_object(Bucket=bucket, Key=key, Body=bytes(data))
     r = service.get(shard_url(version="2", shard=3, level="full"))
     assert r.status_code == 502 and r.json()["code"] == "shard_corrupt"
 
 
-def test_redirect_mode_sends_clients_to_the_store_with_a_byte_range(service):
-    manifest = service.get("/redirect/v1/templates/tpl/versions/1/manifest").json()
-    loc = manifest["shards"][0]["levels"]["full"]
+def test_redirect_mode_sends_clients_to_the_store_with_a_byte_range(service, library):
+    loc = stored_manifest(library, 1).shard(0).levels["full"]
+    assert service.get("/redirect/v1/templates/tpl/versions/1/manifest").json()["shards"][0]["levels"]["full"] == {
+        "length": loc.length, "sha256": loc.sha256}
     r = service.get(shard_url(level="full", prefix="/redirect"), follow_redirects=False)
-    assert r.status_code == 307 and r.headers["x-sakura-range"] == f"bytes={loc['offset']}-{loc['offset'] + loc['length'] - 1}"
+    assert r.status_code == 307 and r.headers["x-sakura-range"] == f"bytes={loc.offset}-{loc.offset + loc.length - 1}"
     direct = httpx.get(r.headers["location"], headers={"Range": r.headers["x-sakura-range"]}, timeout=30)
-    assert direct.status_code == 206 and hashlib.sha256(direct.content).hexdigest() == loc["sha256"]
+    assert direct.status_code == 206 and hashlib.sha256(direct.content).hexdigest() == loc.sha256

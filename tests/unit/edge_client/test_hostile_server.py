@@ -437,3 +437,30 @@ def test_a_first_shard_that_is_not_what_the_manifest_lists_is_fetched_again(host
     result, _ = attack(hostile, "first-wrong", reference_model, tmp_path, policy="mpc")
     assert isinstance(result, EditResult) and result.levels[0] == "compact", result
     assert any(r.path.endswith("/shards/0/compact") for r in hostile.requests("first-wrong"))  # the real one
+
+
+# -- a newer server: the phone-facing manifest grows ------------------------------------------------
+def _newer(manifest: dict, schema: str) -> dict:
+    """What a later server may send: a newer schema with fields today's client has never heard of."""
+    manifest = {**manifest, "schema_version": schema, "signed_by": "ed25519:abc", "regions": ["eu"]}
+    manifest["levels"] = [{**level, "codec_hint": {"simd": True}} for level in manifest["levels"]]
+    manifest["shards"] = [{**s, "priority": 3, "levels": {k: {**v, "etag": "x"} for k, v in s["levels"].items()}}
+                          for s in manifest["shards"]]
+    manifest["model"] = {**manifest["model"], "quantised": "w8a16"}
+    return manifest
+
+
+SCENARIOS.update({
+    "newer-minor": on_manifest(lambda m: _newer(m, "1.1")),
+    "newer-major": on_manifest(lambda m: _newer(m, "2.0")),
+})
+
+
+def test_a_minor_schema_with_unknown_fields_still_edits_and_a_major_one_asks_for_an_update(hostile, reference_model,
+                                                                                           tmp_path):
+    result, _ = attack(hostile, "newer-minor", reference_model, tmp_path / "minor", policy="fixed-full")
+    assert isinstance(result, EditResult), result
+    np.testing.assert_array_equal(result.image, exact_output(reference_model, "portrait", PHOTO))
+    refused, _ = attack(hostile, "newer-major", reference_model, tmp_path / "major", policy="fixed-full")
+    assert isinstance(refused, ManifestError) and "update" in str(refused), refused
+    assert all(is_manifest(r.path) or "/shards/0/" in r.path for r in hostile.requests("newer-major"))

@@ -10,12 +10,12 @@ import pytest
 
 from sakura.edge_client import HttpTransport, RetryPolicy, ServerError, ShardCorrupt
 from sakura.edge_client.emulation import TraceLink
-from sakura.platform.manifest import Manifest
+from sakura.platform.manifest import PhoneManifest
 from sakura.platform.traces import BandwidthTrace
 
 
 def shard(transport: HttpTransport, index: int, level: str = "medium"):
-    manifest = Manifest.from_bytes(transport.get("/v1/templates/portrait/versions/1/manifest").body)
+    manifest = PhoneManifest.from_wire(transport.get("/v1/templates/portrait/versions/1/manifest").body)
     loc = manifest.shards[index].levels[level]
     path = f"/v1/templates/portrait/versions/1/shards/{index}/{level}"
     return path, loc

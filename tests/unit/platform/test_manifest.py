@@ -1,5 +1,5 @@
 """The manifest schema bounds every field a server sends and checks names against the grammars
-(the same model reads manifests on the server and on phones)."""
+(the stored view on the server, the phone-facing view on phones: both refuse the same mistakes)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sakura.platform.manifest import MAX_LEVELS, Manifest, ManifestError
+from sakura.platform.manifest import MAX_LEVELS, Manifest, ManifestError, PhoneManifest
 from tests.helpers import make_library
 
 
@@ -50,9 +50,10 @@ def _level_named(name):
     lambda d: d["model"].update(name=""),
 ], ids=["traversal", "upper-case", "empty-level", "no-shards", "no-levels", "too-many-levels", "duplicate-level",
         "version", "resolution", "prompt", "steps", "zero-dim", "negative-dim", "infinite-weight", "empty-model"])
-def test_out_of_bounds_fields_and_bad_names_are_refused(genuine, change):
+@pytest.mark.parametrize("read", [Manifest.from_bytes, PhoneManifest.from_wire], ids=["stored", "phone"])
+def test_out_of_bounds_fields_and_bad_names_are_refused(genuine, change, read):
     with pytest.raises(ManifestError):
-        Manifest.from_bytes(_with(genuine, change))
+        read(_with(genuine, change))
 
 
 def test_deeply_nested_json_is_a_manifest_error():

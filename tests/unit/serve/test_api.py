@@ -7,6 +7,8 @@ import hashlib
 import pytest
 from fastapi.testclient import TestClient
 
+from sakura.platform.layout import manifest_key
+from sakura.platform.manifest import Manifest, PhoneManifest
 from sakura.serve.api import create_api
 from sakura.serve.config import ServeConfig
 from sakura.serve.ranges import parse_range
@@ -141,12 +143,10 @@ def test_altered_bytes_are_never_served(tmp_path, library_uri):
     copy = tmp_path / "lib"
     shutil.copytree(library_uri.removeprefix("file://"), copy)
     client = TestClient(create_api(ServeConfig(store=f"file://{copy}")))
-    manifest = client.get("/v1/templates/tpl/versions/1/manifest").json()
-    level = next(lv for lv in manifest["levels"] if lv["name"] == "compact")
-    loc = manifest["shards"][1]["levels"]["compact"]
-    path = copy / level["key"]
+    stored = Manifest.from_bytes((copy / manifest_key("tpl", 1)).read_bytes())  # phones never see keys
+    path = copy / stored.level("compact").key
     data = bytearray(path.read_bytes())
-    data[loc["offset"] + 5] ^= 0xFF
+    data[stored.shard(1).levels["compact"].offset + 5] ^= 0xFF
     path.write_bytes(bytes(data))
     r = client.get(shard_url(shard="1", level="compact"))
     assert r.status_code == 502 and r.json()["code"] == "shard_corrupt"
@@ -158,3 +158,27 @@ def test_oversized_headers_get_431(client):
     r = client.get("/healthz", headers={"X-Junk": "x" * 40_000})
     assert r.status_code == 431 and r.json()["code"] == "headers_too_large"
     assert client.get("/healthz").status_code == 200
+
+
+def test_phones_get_a_manifest_without_store_uris_keys_or_row_groups(tmp_path, library_dir):
+    """A level kept in another tier (its own store URI in the stored manifest) is served from there,
+    and no manifest a phone gets, JSON or zstd, names where any bytes live."""
+    stored_path = library_dir / manifest_key("tpl", 1)
+    stored = Manifest.from_bytes(stored_path.read_bytes())
+    tier = tmp_path / "cold-tier"
+    full = stored.level("full")
+    (tier / full.key).parent.mkdir(parents=True)
+    (library_dir / full.key).rename(tier / full.key)
+    levels = [lv.model_copy(update={"store": f"file://{tier}"}) if lv.name == "full" else lv for lv in stored.levels]
+    stored_path.write_bytes(stored.model_copy(update={"levels": levels}).to_bytes())
+    client = TestClient(create_api(ServeConfig(store=f"file://{library_dir}")))
+    for version in client.get("/v1/templates/tpl/versions").json()["versions"]:
+        url = f"/v1/templates/tpl/versions/{version}/manifest"
+        plain, packed = client.get(url), client.get(url, headers={"Accept-Encoding": "gzip, zstd;q=0.9"})
+        assert packed.headers["content-encoding"] == "zstd" and "content-encoding" not in plain.headers
+        assert PhoneManifest.from_wire(packed.content) == PhoneManifest.from_wire(plain.content)
+        assert len(packed.content) < len(plain.content) and packed.headers["etag"] != plain.headers["etag"]
+        for forbidden in ("file://", "s3://", '"key"', "row_group", "importance"):
+            assert forbidden not in plain.text, forbidden
+    assert client.get(shard_url(shard="0", level="full")).status_code == 200  # from the tier
+    assert "content-encoding" not in client.get(url, headers={"Accept-Encoding": "zstd;q=0"}).headers

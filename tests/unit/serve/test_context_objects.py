@@ -87,7 +87,8 @@ def test_redirect_mode_sends_a_source_request_to_the_object_with_its_range(libra
     client = TestClient(create_api(ServeConfig(store=f"file://{library}", mode="redirect", cdn_base_url="https://cdn.test/")))
     entry = client.get(http_api.manifest_path("tpl", 2)).json()["source"][0]
     r = client.get(http_api.source_path("tpl", 2, "reference_latents"), follow_redirects=False)
-    assert r.status_code == 307 and r.headers["location"] == f"https://cdn.test/{entry['key']}"
+    key = layout.context_key("tpl", 2, "reference_latents")  # where it lives: the server's to know, not the phone's
+    assert "key" not in entry and r.status_code == 307 and r.headers["location"] == f"https://cdn.test/{key}"
     assert r.headers["x-sakura-range"] == f"bytes=0-{entry['length'] - 1}"
 
 
@@ -101,9 +102,9 @@ def test_altered_source_bytes_are_never_served(library):
 
 def test_a_preamble_carries_the_manifest_then_its_objects_in_manifest_order(library, monkeypatch):
     client = TestClient(create_api(ServeConfig(store=f"file://{library}", alias_ttl_s=0)))
-    manifest = client.get(http_api.manifest_path("tpl", 2)).content
-    doc = json.loads(manifest)
-    objects = {kind: (library / doc[kind][0]["key"]).read_bytes() for kind in ("context", "source")}
+    manifest = client.get(http_api.manifest_path("tpl", 2), headers={"Accept-Encoding": "zstd"}).content
+    objects = {kind: (library / layout.context_key("tpl", 2, name)).read_bytes()
+               for kind, name in (("context", "prompt_embeds"), ("source", "reference_latents"))}
     for source, expected in [(False, [objects["context"]]), (True, [objects["context"], objects["source"]])]:
         r = client.get(http_api.preamble_path("tpl", 2, source=source))
         head = int(r.headers[http_api.PREAMBLE_MANIFEST_LENGTH])

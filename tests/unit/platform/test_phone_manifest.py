@@ -1,0 +1,116 @@
+"""The phone-facing manifest: pinned by golden bytes, free of server internals, tolerant of what a
+later server adds and refusing only a schema with another major version.
+
+Regenerate the golden only when the phone schema's major version changes:
+``python -m tests.unit.platform.test_phone_manifest --write``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from sakura.platform import layout
+from sakura.platform.manifest import (
+    MAX_MANIFEST_BYTES,
+    PHONE_SCHEMA_VERSION,
+    ContextEntry,
+    LevelEntry,
+    Manifest,
+    ManifestError,
+    PhoneManifest,
+)
+from tests.unit.platform.library_helpers import synthetic_manifest
+
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / f"manifest-v{PHONE_SCHEMA_VERSION}.json"
+
+
+def stored_manifest() -> Manifest:
+    """A fixed stored manifest with every server internal set: a level in another tier, object keys,
+    row groups, an importance key."""
+    base = synthetic_manifest("tpl", 3)
+    level = base.levels[0]
+    tiered = LevelEntry(name="full", store="s3://cold-tier/lib?endpoint=http://127.0.0.1:9", key="k/full.parquet",
+                        bytes=level.bytes, spec={"bits": 16})
+    shard = base.shards[0]
+    context = ContextEntry(name="prompt_embeds", key=layout.level_key("tpl", 3, "ctx"), shape=(4, 8), dtype="float16",
+                           length=40, sha256="a" * 64)
+    return base.model_copy(update={
+        "levels": [level, tiered], "importance_key": "templates/tpl/versions/3/importance.npz", "context": [context],
+        "shards": [shard.model_copy(update={"levels": {**shard.levels, "full": shard.levels["compact"]}})]})
+
+
+def test_the_golden_pins_the_phone_view_byte_for_byte():
+    golden = GOLDEN.read_bytes()
+    assert stored_manifest().for_phone().to_json() == golden
+    assert PhoneManifest.from_wire(golden).to_json() == golden
+
+
+def test_the_phone_view_carries_no_store_uri_key_row_group_or_importance_key():
+    doc = json.loads(GOLDEN.read_bytes())
+    assert set(doc["levels"][1]) == {"name", "bytes", "spec"}
+    assert set(doc["shards"][0]["levels"]["full"]) == {"length", "sha256"}
+    assert set(doc["context"][0]) == {"name", "shape", "dtype", "length", "sha256"}
+    assert "importance_key" not in doc and "created_at" not in doc
+    assert not any(s in GOLDEN.read_text() for s in ("s3://", "file://", "parquet", "versions/"))
+
+
+def test_the_wire_is_a_zstd_frame_of_the_json_and_both_are_read():
+    phone = stored_manifest().for_phone()
+    wire = phone.to_wire()
+    assert zstandard.ZstdDecompressor().decompress(wire) == phone.to_json() and len(wire) < len(phone.to_json())
+    assert PhoneManifest.from_wire(wire) == PhoneManifest.from_wire(phone.to_json()) == phone
+
+
+def test_a_later_minor_version_with_unknown_fields_is_read_and_they_are_ignored():
+    doc = json.loads(GOLDEN.read_bytes())
+    doc.update(schema_version="1.7", signature="ed25519:00", cdn={"hosts": ["a"]})
+    doc["shards"][0]["levels"]["full"]["etag"] = "w/1"
+    doc["levels"][0]["tier"] = "hot"
+    doc["model"]["npu"] = {"w8a16": True}
+    read = PhoneManifest.from_wire(json.dumps(doc).encode())
+    assert read.schema_version == "1.7" and read.shard(0).levels["full"].sha256 == stored_manifest().shard(0).levels["full"].sha256
+    assert "signature" not in read.to_json().decode()
+
+
+@pytest.mark.parametrize("version,accepted", [("1.0", True), ("1", True), (1, True), ("1.12", True), ("2.0", False),
+                                              (2, False), ("0.9", False), ("1.x", False), (None, False), (1.5, False)])
+def test_only_major_version_one_is_accepted(version, accepted):
+    doc = json.loads(GOLDEN.read_bytes())
+    doc["schema_version"] = version
+    if accepted:
+        assert PhoneManifest.from_wire(json.dumps(doc).encode()).template_id == "tpl"
+    else:
+        with pytest.raises(ManifestError, match="schema_version"):
+            PhoneManifest.from_wire(json.dumps(doc).encode())
+
+
+def test_a_higher_major_version_asks_for_an_update():
+    doc = {**json.loads(GOLDEN.read_bytes()), "schema_version": "2.0"}
+    with pytest.raises(ManifestError, match="update"):
+        PhoneManifest.from_wire(json.dumps(doc).encode())
+
+
+def test_a_zstd_bomb_is_refused_before_it_is_decoded_whole():
+    bomb = zstandard.ZstdCompressor(level=3).compress(b" " * (MAX_MANIFEST_BYTES + 1))
+    assert len(bomb) < 10_000
+    with pytest.raises(ManifestError, match="too large"):
+        PhoneManifest.from_wire(bomb)
+    with pytest.raises(ManifestError, match="zstd"):
+        PhoneManifest.from_wire(stored_manifest().for_phone().to_wire()[:-3])
+
+
+def test_the_stored_view_stays_strict():
+    doc = json.loads(stored_manifest().to_bytes())
+    doc["shards"][0]["levels"]["full"]["etag"] = "w/1"
+    with pytest.raises(ManifestError, match="etag"):
+        Manifest.from_bytes(json.dumps(doc).encode())
+
+
+if __name__ == "__main__" and "--write" in sys.argv:
+    GOLDEN.write_bytes(stored_manifest().for_phone().to_json())
+    print(f"wrote {GOLDEN}")
