@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sakura.edge_client import EditResult  # noqa: E402
-from sakura.edge_client.emulation import PacedDevice  # noqa: E402
+from sakura.emulation import PacedDevice  # noqa: E402
 from sakura.platform.errors import SakuraError  # noqa: E402
 from sakura.platform.models import ModelAdapter, load_model  # noqa: E402
 from tests.helpers import make_library  # noqa: E402

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from sakura.edge_client import COMPUTE, EdgeSession, EditResult, Timeline, make_policy
-from sakura.edge_client.emulation import KernelLink, TraceLink, kernel_link_support
+from sakura.emulation import KernelLink, TraceLink, kernel_link_support
 from sakura.evaluation import EditGeometry, EditSimulator, measure_workload
 from sakura.evaluation.workload import DEFAULT_PHOTO, USER_PHOTOS, example_spec
 from sakura.platform.images import fit_image, load_image

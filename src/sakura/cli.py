@@ -14,7 +14,7 @@ from sakura.platform.errors import SakuraError
 DELEGATED = {
     "build": "sakura.jobs.build",
     "demo": "sakura.demo",
-    "edit": "sakura.edge_client.command",
+    "edit": "sakura.edit",
     "serve": "sakura.serve.local",
     "train-reference": "sakura.jobs.train_reference",
 }

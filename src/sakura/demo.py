@@ -131,7 +131,7 @@ def _live_edit(url: str, adapter, trace: BandwidthTrace, offset: float, rtt_s: f
                policy: str):
     """One edit by a fresh session (nothing of the template on the phone) over the trace from ``offset``."""
     from sakura.edge_client import EdgeSession
-    from sakura.edge_client.emulation import TraceLink
+    from sakura.emulation import TraceLink
 
     link = TraceLink(trace, rtt_s=rtt_s, offset_s=offset)
     with EdgeSession(url, link=link, models=lambda _: adapter) as session:

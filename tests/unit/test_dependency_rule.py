@@ -1,8 +1,11 @@
-"""DESIGN.md's dependency rule: edge_client never imports ray, boto3, serve or jobs; platform never ray."""
+"""DESIGN.md's dependency rule: edge_client never imports ray, boto3, serve or jobs (nor the
+evaluation and emulation built on it); platform never ray. And the phone library stays light:
+importing it loads none of the cloud side's heavy packages."""
 
 from __future__ import annotations
 
 import ast
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +15,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "sakura"
 
 FORBIDDEN = {
-    "edge_client": ("ray", "boto3", "botocore", "sakura.serve", "sakura.jobs"),
+    "edge_client": ("ray", "boto3", "botocore", "sakura.serve", "sakura.jobs", "sakura.evaluation", "sakura.emulation",
+                    "transformers"),
     "platform": ("ray",),
     "evaluation": ("ray", "boto3", "botocore", "sakura.serve"),
 }
@@ -62,3 +66,26 @@ def test_no_forbidden_import_anywhere_in_the_source(package):
                 if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[package]):
                     offenders.append(f"{path.relative_to(SRC)}:{node.lineno} imports {name}")
     assert not offenders, offenders
+
+
+#: What an app that links the phone library must never pay for at import (the issue's list, and
+#: the text encoders' library the phone runs without).
+HEAVY = ("ray", "boto3", "botocore", "pyarrow", "matplotlib", "fastapi", "starlette", "transformers")
+
+
+def test_importing_the_phone_library_loads_no_heavy_package():
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import sakura.edge_client"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    loaded = {line.split("|")[2].strip().split(".")[0] for line in proc.stderr.splitlines()[1:] if line.count("|") == 2}
+    assert "sakura" in loaded and "numpy" in loaded  # the parse reads what was imported
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_the_phone_library_has_a_small_public_face():
+    import sakura.edge_client as edge
+
+    assert len(edge.__all__) <= 15 and all(hasattr(edge, name) for name in edge.__all__)
+    public = {m.name for m in pkgutil.iter_modules(edge.__path__) if not m.name.startswith("_")}
+    assert public == {"device", "errors", "estimator", "link", "planning", "policy", "timeline"}, public
+

@@ -1,86 +1,42 @@
-"""The phone-side library: adaptive shard selection and an overlapped fetch/decode/compute pipeline.
+"""The phone-side library: compute or fetch each block of a template's KV, over an overlapped
+fetch/decode/compute pipeline.
 
     from sakura.edge_client import EdgeSession
     with EdgeSession("http://127.0.0.1:8000", cache_dir="~/.sakura", cache_budget_bytes=64 << 20) as s:
         result = s.edit(photo, "portrait-style")  # policy="hybrid": compute or fetch
 
-It imports :mod:`sakura.platform` and never ray, boto3, :mod:`sakura.serve` or :mod:`sakura.jobs`.
+The public face is what an app needs: the session, its result and timeline, the level-policy
+registry (and what a policy is handed), the retry and URL policies, and the errors (every one an
+:class:`EdgeError`; each type in :mod:`sakura.edge_client.errors`). The public submodules are
+extension points: :mod:`~sakura.edge_client.policy` (policies), :mod:`~sakura.edge_client.planning`
+(the timing core the simulator drives too), :mod:`~sakura.edge_client.estimator`,
+:mod:`~sakura.edge_client.timeline`, :mod:`~sakura.edge_client.link` and
+:mod:`~sakura.edge_client.device` (where an emulator hooks the network and the compute). Modules
+named ``_*`` are internal. It imports :mod:`sakura.platform` and never ray, boto3, pyarrow,
+:mod:`sakura.serve` or :mod:`sakura.jobs`.
 """
 
-from sakura.edge_client.cache import ShardCache
-from sakura.edge_client.compute_model import ComputeModel
-from sakura.edge_client.errors import (
-    CachePathError,
-    ConfigError,
-    EditCancelled,
-    EdgeError,
-    PolicyError,
-    RedirectError,
-    ServerError,
-    ShardCorrupt,
-    TransportError,
-)
-from sakura.edge_client.estimator import BandwidthEstimator, Estimate
-from sakura.edge_client.link import DirectLink, Link
-from sakura.edge_client.oracle import OraclePolicy
-from sakura.edge_client.pipeline import Device, EditPipeline
-from sakura.edge_client.streaming_kv import StreamingKV
-from sakura.edge_client.planning import COMPUTE, PlanContext, PlanState, ShardOption, advance, simulate
-from sakura.edge_client.policy import (
-    FixedPolicy,
-    HybridPolicy,
-    LevelPolicy,
-    RobustMPCPolicy,
-    ThroughputPolicy,
-    make_policy,
-    policy_names,
-    register_policy,
-)
-from sakura.edge_client.session import EdgeSession, EditResult
+from sakura.edge_client._session import EdgeSession, EditResult
+from sakura.edge_client._urls import UrlPolicy
+from sakura.edge_client.errors import EdgeError
+from sakura.edge_client.planning import COMPUTE, PlanContext
+from sakura.edge_client.policy import LevelPolicy, make_policy, policy_names, register_policy
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
-from sakura.edge_client.transport import HttpTransport, RetryPolicy
-from sakura.edge_client.urls import UrlPolicy
+from sakura.platform.retry import RetryPolicy
 
 __all__ = [
-    "BandwidthEstimator",
     "COMPUTE",
-    "CachePathError",
-    "ComputeModel",
-    "ConfigError",
-    "Device",
-    "DirectLink",
     "EdgeError",
     "EdgeSession",
-    "EditCancelled",
-    "EditPipeline",
     "EditResult",
-    "Estimate",
-    "FixedPolicy",
-    "HybridPolicy",
-    "HttpTransport",
     "LevelPolicy",
-    "Link",
-    "OraclePolicy",
     "PlanContext",
-    "PlanState",
-    "PolicyError",
-    "RedirectError",
     "RetryPolicy",
-    "RobustMPCPolicy",
-    "ServerError",
-    "ShardCache",
-    "ShardCorrupt",
-    "ShardOption",
     "ShardTiming",
     "Stall",
-    "StreamingKV",
-    "ThroughputPolicy",
     "Timeline",
-    "TransportError",
     "UrlPolicy",
-    "advance",
     "make_policy",
     "policy_names",
     "register_policy",
-    "simulate",
 ]

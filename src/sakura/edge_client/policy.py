@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Callable, Protocol
 
 from sakura.edge_client.errors import PolicyError
+from sakura.edge_client.estimator import Estimate
 from sakura.edge_client.planning import (
     COMPUTE,
     DEFAULT_STALL_PENALTY,
@@ -74,7 +75,7 @@ class _Adaptive:
     @property
     def speculates(self) -> bool:
         """A session that knows no rate asks for shard 0 at the smallest level with the preamble
-        (:mod:`~sakura.edge_client.first_shard`): what these policies pick then, unless floored."""
+        (:mod:`~sakura.edge_client._first_shard`): what these policies pick then, unless floored."""
         return self.min_level is None
 
     def _floored(self, ctx: PlanContext) -> PlanContext:
@@ -220,20 +221,14 @@ def make_policy(name: str, **kwargs: object) -> LevelPolicy:
     return factory(**kwargs)
 
 
+def asks_first_shard(policy: object, estimate: Estimate | None) -> bool:
+    """Whether an edit asks for shard 0 with the preamble: an adaptive fetching policy (it starts
+    at the smallest level while no rate is known, unless floored) in a session that knows no rate."""
+    return bool(getattr(policy, "speculates", False)) and estimate is None
+
+
 register_policy("mpc", RobustMPCPolicy)
 register_policy("throughput", ThroughputPolicy)
 register_policy("hybrid", HybridPolicy)
 register_policy("on-device", OnDevicePolicy)
 
-
-def _oracle(**kwargs: object) -> LevelPolicy:
-    from sakura.edge_client.oracle import OraclePolicy
-
-    if "trace" not in kwargs:
-        raise PolicyError("the oracle policy needs the true bandwidth: pass trace=")
-    hybrid = HybridPolicy(OraclePolicy(**kwargs))  # type: ignore[arg-type]
-    hybrid.name = "oracle"  # compute or fetch, knowing the future
-    return hybrid
-
-
-register_policy("oracle", _oracle)

@@ -8,6 +8,7 @@ from sakura.evaluation.architectures import ARCHITECTURES, EditFlops, edit_flops
 from sakura.evaluation.cachegen import CACHEGEN_LEVELS, CacheGenStyle, select_config
 from sakura.evaluation.fidelity import IDENTICAL_DB, FidelityTable, psnr_db
 from sakura.evaluation.geometry import TOKEN_RATIOS, EditGeometry, measure_geometry
+from sakura.evaluation.oracle import OraclePolicy, oracle_policy
 from sakura.evaluation.profiles import PROFILES, DeviceProfile, device_profile
 from sakura.evaluation.regime import RegimeCurve, regime_curve
 from sakura.evaluation.runs import Run, simulate_runs, summarize
@@ -29,6 +30,7 @@ __all__ = [
     "EditGeometry",
     "EditSimulator",
     "FidelityTable",
+    "OraclePolicy",
     "RegimeCurve",
     "Run",
     "analytic_geometry",
@@ -36,6 +38,7 @@ __all__ = [
     "edit_flops",
     "measure_geometry",
     "measure_workload",
+    "oracle_policy",
     "psnr_db",
     "regime_curve",
     "select_config",

@@ -4,7 +4,7 @@ It replays what the live client does: fetch shards one after another over a link
 capacity is a real bandwidth trace (each request sent one round trip before the previous
 response ends, so only the first pays the round trip), decode each, and let the
 model consume it when the layer that needs it starts. Policies are the edge client's own code
-(:mod:`sakura.edge_client.policy`, :mod:`sakura.edge_client.oracle`), fed the same
+(:mod:`sakura.edge_client.policy`, :mod:`sakura.evaluation.oracle`), fed the same
 :class:`~sakura.edge_client.planning.PlanContext` and the same :class:`BandwidthEstimator` the
 live pipeline builds. Compute and decode times come from an :class:`EditGeometry` measured on a
 real model.
@@ -40,17 +40,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from sakura.edge_client import (
-    BandwidthEstimator,
-    FixedPolicy,
-    HybridPolicy,
-    LevelPolicy,
-    PlanContext,
-    RobustMPCPolicy,
-    ShardOption,
-    make_policy,
-)
-from sakura.edge_client.first_shard import asks_first_shard
+from sakura.edge_client import LevelPolicy, PlanContext
+from sakura.edge_client.estimator import BandwidthEstimator
+from sakura.edge_client.planning import ShardOption
+from sakura.edge_client.policy import FixedPolicy, HybridPolicy, RobustMPCPolicy
+from sakura.edge_client.policy import asks_first_shard
 from sakura.edge_client.planning import (
     ABANDON_CHECK_S,
     COMPUTE,
@@ -63,6 +57,7 @@ from sakura.edge_client.planning import (
 )
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
 from sakura.evaluation.geometry import EditGeometry
+from sakura.evaluation.oracle import oracle_policy
 from sakura.evaluation.sequential import cachegen, ondevice, sequential
 from sakura.evaluation.stages import PipelineStages
 from sakura.platform.traces import BandwidthTrace
@@ -139,7 +134,7 @@ class EditSimulator:
             return self.pipelined(FixedPolicy(self.g.levels[len(self.g.levels) // 2]), system)
         if system == "oracle":  # the hybrid with the true bandwidth: it splits and picks levels knowing the future
             horizon = None if self.g.kv_cached else 2 * self.g.shards_per_step
-            oracle = make_policy("oracle", trace=self.trace, trace_time=lambda t: self.start + t, horizon=horizon)
+            oracle = oracle_policy(trace=self.trace, trace_time=lambda t: self.start + t, horizon=horizon)
             return self.pipelined(oracle, system, abandon=False)
         if system == "sakura-no-pipeline":
             return sequential(self, RobustMPCPolicy(), system)

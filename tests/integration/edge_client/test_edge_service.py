@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sakura.edge_client import EdgeSession
-from sakura.edge_client.emulation import PacedDevice, kernel_link_support
+from sakura.emulation import PacedDevice, kernel_link_support
 from sakura.platform.images import load_image
 from sakura.platform.models import load_model
 from tests.helpers import exact_edit, make_library

@@ -1,4 +1,4 @@
-"""A reference-model template library served by the real shard API (uvicorn, no Ray)."""
+"""A fault-injecting proxy in front of the shard API (the library and API fixtures: ``tests/unit/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -6,39 +6,10 @@ from typing import Iterator
 
 import pytest
 
-from tests.edge_servers import ApiServer, FaultProxy
-from tests.helpers import make_builder, publish
-
-TEMPLATES = {"portrait": "skimage:astronaut", "scenery": "skimage:chelsea"}
-
-
-@pytest.fixture(scope="session")
-def ref_library(tmp_path_factory) -> str:
-    from sakura.platform.library import TemplateLibrary
-    from sakura.platform.store import open_store
-
-    uri = f"file://{tmp_path_factory.mktemp('edge-lib')}"
-    library = TemplateLibrary(open_store(uri))
-    builder = make_builder("reference", steps=4)
-    for template_id, image in TEMPLATES.items():
-        publish(library, builder, uri, template_id, image)
-    return uri
-
-
-@pytest.fixture(scope="session")
-def api(ref_library) -> Iterator[ApiServer]:
-    with ApiServer(ref_library) as server:
-        yield server
+from tests.edge_servers import FaultProxy
 
 
 @pytest.fixture
 def proxy(api) -> Iterator[FaultProxy]:
     with FaultProxy(api.port) as p:
         yield p
-
-
-@pytest.fixture(scope="session")
-def reference_model():
-    from sakura.platform.models import load_model
-
-    return load_model("reference")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sakura.edge_client import EdgeSession, EditResult, make_policy
-from sakura.edge_client.emulation import KernelLink, PacedDevice, TraceLink
+from sakura.emulation import KernelLink, PacedDevice, TraceLink
 from sakura.platform.images import load_image
 from sakura.platform.models import ModelAdapter
 from sakura.platform.traces import BandwidthTrace, load_trace

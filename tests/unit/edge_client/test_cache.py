@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sakura.edge_client import ShardCache
+from sakura.edge_client._cache import ShardCache
 from sakura.platform.errors import InvalidTemplateId
 from tests.hypothesis_seed import name_the_seed, per_run_seed
 

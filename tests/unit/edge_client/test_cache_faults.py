@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from sakura.edge_client import ShardCache
+from sakura.edge_client._cache import ShardCache
 
 RANK = {"compact": 0, "full": 1}
-LOGGER = "sakura.edge_client.cache"
+LOGGER = "sakura.edge_client._cache"
 
 
 def sha(data: bytes) -> str:

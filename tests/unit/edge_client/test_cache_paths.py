@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sakura.edge_client import ShardCache
+from sakura.edge_client._cache import ShardCache
 from sakura.edge_client.errors import CachePathError
 from sakura.platform.errors import InvalidTemplateId
 from sakura.platform.layout import InvalidName

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from sakura.edge_client import ShardCache, cache_files
+from sakura.edge_client import _cache_files as cache_files
+from sakura.edge_client._cache import ShardCache
 
 RANK = {"compact": 0, "full": 1}
 CHILD = """
 import sys
-from sakura.edge_client.cache import ShardCache
+from sakura.edge_client._cache import ShardCache
 cache = ShardCache(sys.argv[1], 1000)
 print(cache.write("child", 1, 0, "full", b"c" * 600, rank={"full": 0}), cache.used_bytes, flush=True)
 sys.stdin.readline()  # hold the folder until told to go

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sakura.edge_client import BandwidthEstimator
+from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.platform.traces import load_trace
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"

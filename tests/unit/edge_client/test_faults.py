@@ -8,7 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from sakura.edge_client import EdgeSession, RetryPolicy, ServerError, ShardCorrupt, TransportError
+from sakura.edge_client import EdgeSession, RetryPolicy
+from sakura.edge_client.errors import ServerError, ShardCorrupt, TransportError
 from sakura.platform.images import load_image
 from tests.unit.edge_client.test_session import PHOTO, exact_output
 

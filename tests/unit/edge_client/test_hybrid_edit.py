@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from sakura.edge_client import COMPUTE, EdgeSession, EditResult
-from sakura.edge_client.emulation import PacedDevice, TraceLink
+from sakura.emulation import PacedDevice, TraceLink
 from sakura.platform.images import load_image
 from sakura.platform.models import ModelAdapter
 from sakura.platform.traces import BandwidthTrace

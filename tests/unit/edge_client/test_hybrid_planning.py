@@ -7,7 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from sakura.edge_client import Estimate, PlanContext, ShardOption, make_policy, simulate
+from sakura.edge_client import PlanContext, make_policy
+from sakura.edge_client.estimator import Estimate
+from sakura.edge_client.planning import ShardOption, simulate
 from sakura.edge_client.planning import COMPUTE, best_split, constant_rate, level_utility, take_back
 
 LEVELS = ("compact", "medium", "full")

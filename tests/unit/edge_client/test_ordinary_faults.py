@@ -11,9 +11,12 @@ import numpy as np
 import psutil
 import pytest
 
-from sakura.edge_client import EdgeSession, EditCancelled, FixedPolicy, HttpTransport, PolicyError, RetryPolicy, ServerError
-from sakura.edge_client.connections import ConnectionPool
-from sakura.edge_client.emulation import TraceLink
+from sakura.edge_client import EdgeSession, RetryPolicy
+from sakura.edge_client._transport import HttpTransport
+from sakura.edge_client.errors import EditCancelled, PolicyError, ServerError
+from sakura.edge_client.policy import FixedPolicy
+from sakura.edge_client._connections import ConnectionPool
+from sakura.emulation import TraceLink
 from sakura.edge_client.errors import TransportError
 from sakura.platform.images import load_image
 from sakura.platform.traces import BandwidthTrace

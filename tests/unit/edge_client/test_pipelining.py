@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from sakura.edge_client import EditCancelled, HttpTransport
-from sakura.edge_client.emulation import TraceLink
+from sakura.edge_client._transport import HttpTransport
+from sakura.edge_client.errors import EditCancelled
+from sakura.emulation import TraceLink
 from sakura.platform.traces import BandwidthTrace
 from tests.unit.edge_client.test_transport import shard
 

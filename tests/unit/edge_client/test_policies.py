@@ -8,19 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sakura.edge_client import (
-    Estimate,
-    FixedPolicy,
-    OraclePolicy,
-    PlanContext,
-    PolicyError,
-    RobustMPCPolicy,
-    ShardOption,
-    ThroughputPolicy,
-    make_policy,
-    simulate,
-)
+from sakura.edge_client import PlanContext, make_policy
+from sakura.edge_client.errors import PolicyError
+from sakura.edge_client.estimator import Estimate
+from sakura.edge_client.planning import ShardOption, simulate
+from sakura.edge_client.policy import FixedPolicy, RobustMPCPolicy, ThroughputPolicy
+from sakura.evaluation.oracle import OraclePolicy
 from sakura.edge_client.planning import constant_rate, level_utility
+from sakura.evaluation.oracle import oracle_policy
 from sakura.platform.traces import BandwidthTrace, load_trace
 
 LEVELS = ("compact", "medium", "full")
@@ -105,7 +100,7 @@ def test_make_policy_by_name_and_typed_errors():
     with pytest.raises(PolicyError):
         make_policy("nope")
     with pytest.raises(PolicyError, match="trace"):
-        make_policy("oracle")
+        oracle_policy()
     with pytest.raises(PolicyError):
         FixedPolicy("ultra").choose(ctx(1e6))
 

@@ -10,15 +10,16 @@ import time
 import numpy as np
 import pytest
 
-from sakura.edge_client import EdgeSession, EditCancelled, ServerError
-from sakura.edge_client.emulation import TraceLink
+from sakura.edge_client import EdgeSession
+from sakura.edge_client.errors import EditCancelled, ServerError
+from sakura.emulation import TraceLink
 from sakura.evaluation import psnr_db
 from sakura.platform.errors import ModelError
 from sakura.platform.images import load_image
 from sakura.platform.layout import InvalidName
 from sakura.platform.traces import BandwidthTrace
 from tests.helpers import exact_edit
-from tests.unit.edge_client.conftest import TEMPLATES
+from tests.unit.conftest import TEMPLATES
 
 PHOTO = "skimage:coffee"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sakura.edge_client.validation import accept_manifest
+from sakura.edge_client._validation import accept_manifest
 from sakura.platform.library import TemplateLibrary
 from sakura.platform.manifest import Manifest, ManifestError
 from sakura.platform.store import open_store

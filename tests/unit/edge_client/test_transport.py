@@ -8,8 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from sakura.edge_client import HttpTransport, RetryPolicy, ServerError, ShardCorrupt
-from sakura.edge_client.emulation import TraceLink
+from sakura.edge_client import RetryPolicy
+from sakura.edge_client._transport import HttpTransport
+from sakura.edge_client.errors import ServerError, ShardCorrupt
+from sakura.emulation import TraceLink
 from sakura.platform.manifest import PhoneManifest
 from sakura.platform.traces import BandwidthTrace
 

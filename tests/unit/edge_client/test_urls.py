@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sakura.edge_client import ConfigError, RedirectError, UrlPolicy
+from sakura.edge_client import UrlPolicy
+from sakura.edge_client.errors import ConfigError, RedirectError
 
 
 @pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://host/", "file:///etc/passwd", "http://", "http://host:99999",

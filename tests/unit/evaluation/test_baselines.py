@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sakura.edge_client import HybridPolicy
+from sakura.edge_client.policy import HybridPolicy
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.regime import crossovers, hopeless, link_rates, regime_curve
 from sakura.evaluation.simulator import EditSimulator

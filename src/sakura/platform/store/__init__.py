@@ -12,7 +12,8 @@ from sakura.platform.store.base import (
     check_key,
 )
 from sakura.platform.store.registry import open_store, register_scheme
-from sakura.platform.store.retry import RetryingStore, RetryPolicy
+from sakura.platform.retry import RetryPolicy
+from sakura.platform.store.retry import RetryingStore
 
 __all__ = [
     "AlreadyExists",

@@ -7,7 +7,8 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from sakura.platform.store.base import ObjectStore, StoreError
-from sakura.platform.store.retry import RetryingStore, RetryPolicy
+from sakura.platform.retry import RetryPolicy
+from sakura.platform.store.retry import RetryingStore
 
 Factory = Callable[[str], ObjectStore]
 _SCHEMES: dict[str, Factory] = {}

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import random
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TypeVar
 
+from sakura.platform.retry import RetryPolicy
 from sakura.platform.store.base import ObjectInfo, ObjectStore, TransientStoreError
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 5
-    base_s: float = 0.1
-    max_s: float = 2.0
-
-    def delays(self) -> Iterator[float]:
-        for attempt in range(self.attempts - 1):
-            yield min(self.max_s, self.base_s * 2**attempt) * random.uniform(0.5, 1.0)
 
 
 class RetryingStore(ObjectStore):

@@ -4,8 +4,8 @@
 :class:`KernelLink` shapes a real veth pair with ``tbf`` in a network namespace (root only).
 """
 
-from sakura.edge_client.emulation.kernel_link import KernelLink, KernelLinkUnavailable, kernel_link_support
-from sakura.edge_client.emulation.slow_device import PacedDevice, SlowDevice
-from sakura.edge_client.emulation.trace_link import TraceLink
+from sakura.emulation.kernel_link import KernelLink, KernelLinkUnavailable, kernel_link_support
+from sakura.emulation.slow_device import PacedDevice, SlowDevice
+from sakura.emulation.trace_link import TraceLink
 
 __all__ = ["KernelLink", "KernelLinkUnavailable", "PacedDevice", "SlowDevice", "TraceLink", "kernel_link_support"]

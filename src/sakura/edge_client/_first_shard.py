@@ -18,19 +18,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from sakura.edge_client.errors import EdgeError
-from sakura.edge_client.estimator import Estimate
-from sakura.edge_client.transport import HttpTransport, Reply
+from sakura.edge_client._transport import HttpTransport, Reply
 from sakura.platform import http_api
 from sakura.platform.errors import SakuraError
 from sakura.platform.manifest import PhoneManifest
 
 _POLL_S = 0.02
-
-
-def asks_first_shard(policy: object, estimate: Estimate | None) -> bool:
-    """Whether an edit asks for shard 0 with the preamble: an adaptive fetching policy (it starts
-    at the smallest level while no rate is known, unless floored) in a session that knows no rate."""
-    return bool(getattr(policy, "speculates", False)) and estimate is None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from sakura.edge_client.emulation import KernelLink, kernel_link_support
+from sakura.emulation import KernelLink, kernel_link_support
 from sakura.platform.traces import BandwidthTrace
 from tests.integration.edge_client.test_edge_service import require
 

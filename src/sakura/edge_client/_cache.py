@@ -28,8 +28,8 @@ import weakref
 from pathlib import Path
 from typing import Callable
 
-from sakura.edge_client import cache_files as files
-from sakura.edge_client.cache_files import MANIFEST, USED, log
+from sakura.edge_client import _cache_files as files
+from sakura.edge_client._cache_files import MANIFEST, USED, log
 from sakura.edge_client.errors import CachePathError
 from sakura.platform import layout
 from sakura.platform.ids import validate_template_id

@@ -1,7 +1,7 @@
 """The client an app embeds: ``EdgeSession(server_url).edit(image, template)``.
 
 It fetches the template's manifest, checks it was built for the model on this device and that
-everything in it fits that model (:mod:`~sakura.edge_client.validation`), and runs the model's
+everything in it fits that model (:mod:`~sakura.edge_client._validation`), and runs the model's
 replay path while the pipeline streams shards in at the levels the policy picks. Only template
 id, version, shard index and level leave the device: the photo never does.
 """
@@ -17,20 +17,23 @@ from typing import Callable
 
 import numpy as np
 
-from sakura.edge_client.cache import ShardCache
-from sakura.edge_client.compute_model import ComputeModel
+from sakura.edge_client._cache import ShardCache
+from sakura.edge_client._compute_model import ComputeModel
 from sakura.edge_client.estimator import BandwidthEstimator
-from sakura.edge_client.fetcher import ShardFetcher
-from sakura.edge_client.first_shard import FirstShard, asks_first_shard
+from sakura.edge_client._fetcher import ShardFetcher
+from sakura.edge_client._first_shard import FirstShard
+from sakura.edge_client.policy import asks_first_shard
 from sakura.edge_client.link import Link
-from sakura.edge_client.pipeline import Device, EditPipeline
+from sakura.edge_client._pipeline import EditPipeline
+from sakura.edge_client.device import Device
 from sakura.edge_client.planning import COMPUTE
 from sakura.edge_client.policy import LevelPolicy, make_policy
-from sakura.edge_client.template_kv import TemplateComputer
+from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client.timeline import Timeline
-from sakura.edge_client.transport import MIN_USEFUL_RATE, HttpTransport, RetryPolicy
-from sakura.edge_client.urls import UrlPolicy
-from sakura.edge_client.validation import MAX_EDIT_STEPS, accept_manifest, check_request
+from sakura.edge_client._transport import MIN_USEFUL_RATE, HttpTransport
+from sakura.platform.retry import RetryPolicy
+from sakura.edge_client._urls import UrlPolicy
+from sakura.edge_client._validation import MAX_EDIT_STEPS, accept_manifest, check_request
 from sakura.platform import http_api, layout
 from sakura.platform.context import decode_context
 from sakura.platform.errors import ModelError

@@ -3,7 +3,7 @@
 The model's replay loop reads shard ``i`` when the layer that needs it starts; it blocks until
 the decoder has offered it (a *stall*), or computes it on the phone instead when the shard was
 left to the phone or its download would end later than computing it (see
-:mod:`sakura.edge_client.pipeline`).
+:mod:`sakura.edge_client._pipeline`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sakura.edge_client.timeline import Stall
 from sakura.platform.kv import KVPair, ShardKey
 
 if TYPE_CHECKING:
-    from sakura.edge_client.pipeline import EditPipeline
+    from sakura.edge_client._pipeline import EditPipeline
 
 #: How often a blocked stage wakes to check for errors, cancels and stops.
 POLL_S = 0.05

@@ -10,7 +10,7 @@ Nothing the server says sizes a read: a document is capped by the caller's limit
 length the session checked against the model. Time is bounded too (:mod:`.deadlines`): every
 operation must keep up a minimum useful rate, and a watchdog (:mod:`.connections`) unblocks a
 request that falls behind, is cancelled or outlives the transport. Redirects follow
-:class:`~sakura.edge_client.urls.UrlPolicy` and never carry the API key.
+:class:`~sakura.edge_client._urls.UrlPolicy` and never carry the API key.
 """
 
 from __future__ import annotations
@@ -19,17 +19,16 @@ import contextlib
 import hashlib
 import http.client
 import json
-import random
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from sakura.edge_client.connections import ConnectionPool
-from sakura.edge_client.deadlines import MIN_USEFUL_RATE, STALLED, NetworkBudget, Operation, Retryable
+from sakura.edge_client._connections import ConnectionPool
+from sakura.edge_client._deadlines import MIN_USEFUL_RATE, STALLED, NetworkBudget, Operation, Retryable
 from sakura.edge_client.errors import EditCancelled, EdgeError, ServerError, ShardCorrupt, TransportError
 from sakura.edge_client.link import DirectLink, Link
-from sakura.edge_client.responses import (
+from sakura.edge_client._responses import (
     RETRYABLE_STATUS,
     Progress,
     Response,
@@ -41,7 +40,8 @@ from sakura.edge_client.responses import (
     server_error,
     span_headers,
 )
-from sakura.edge_client.urls import Origin, UrlPolicy, origin, request_target
+from sakura.edge_client._urls import Origin, UrlPolicy, origin, request_target
+from sakura.platform.retry import RetryPolicy
 
 USER_AGENT = "sakura-edge/1"
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
@@ -53,20 +53,6 @@ IDLE_S = 4.0
 
 class Abandon(Exception):
     """Raised by a progress callback to stop a download on purpose (not retried)."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 5
-    backoff_s: float = 0.1
-    max_backoff_s: float = 2.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential backoff with jitter; a server's ``Retry-After`` is honoured up to the cap."""
-        base = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
-        if retry_after is not None:
-            base = max(base, min(retry_after, self.max_backoff_s))
-        return base * (0.75 + 0.5 * random.random())
 
 
 @dataclass(frozen=True)
@@ -235,7 +221,7 @@ class HttpTransport:
     @contextlib.contextmanager
     def _exchange(self, url: str, headers: dict[str, str], op: Operation, *, ride: bool = False) -> Iterator["Response"]:
         """Send one request under the watchdog. ``ride`` (shard requests): sent at once behind the
-        response streaming on a :class:`~sakura.edge_client.connections.Lane` to the same origin when
+        response streaming on a :class:`~sakura.edge_client._connections.Lane` to the same origin when
         one takes it, so its bytes follow that response's on one connection; its own response opens
         a lane in turn. A reused connection that fails before any response byte (the server closed
         it while idle, or the response ahead failed) is retried on a fresh one, without counting as

@@ -20,7 +20,7 @@ import time
 from typing import Callable, Iterator
 
 from sakura.edge_client.errors import TransportError
-from sakura.edge_client.urls import Origin
+from sakura.edge_client._urls import Origin
 
 #: Returns why a request must stop ("cancelled", "deadline", ...), or None to let it run.
 StopCheck = Callable[[], "str | None"]

@@ -10,7 +10,7 @@ from skimage.io import imread
 
 from sakura.cli import main
 
-TRACE = Path(__file__).resolve().parents[4] / "shared" / "traces" / "norway-hsdpa" / "norway_bus_18"
+TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "norway-hsdpa" / "norway_bus_18"
 
 
 def test_edit_writes_the_image_and_prints_the_timeline(api, tmp_path, capsys):

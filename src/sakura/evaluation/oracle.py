@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Callable
 
 from sakura.edge_client.planning import DEFAULT_STALL_PENALTY, PlanContext, PlanState, TransferTime, advance, start_state
+from sakura.edge_client.errors import PolicyError
+from sakura.edge_client.policy import HybridPolicy, LevelPolicy, register_policy
 from sakura.platform.traces import BandwidthTrace
 
 #: Plans whose fetch and compute clocks agree to this many seconds are merged (best score kept).
@@ -69,3 +71,15 @@ def _prune(states: dict, penalty: float) -> dict:
             if len(kept) >= _MAX_STATES:
                 break
     return dict(kept)
+
+
+def oracle_policy(**kwargs: object) -> LevelPolicy:
+    """The hybrid with the true bandwidth: it splits and picks levels knowing the future."""
+    if "trace" not in kwargs:
+        raise PolicyError("the oracle policy needs the true bandwidth: pass trace=")
+    hybrid = HybridPolicy(OraclePolicy(**kwargs))  # type: ignore[arg-type]
+    hybrid.name = "oracle"
+    return hybrid
+
+
+register_policy("oracle", oracle_policy)

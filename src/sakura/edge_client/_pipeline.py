@@ -10,7 +10,7 @@ decoded shards ahead of the model, so memory stays bounded by the window, not th
 The first error of any stage stops every stage at once (downloads in flight are aborted by the
 transport's watchdog, nobody waits for them) and is raised to the caller; so is a cancel.
 
-With a :class:`~sakura.edge_client.template_kv.TemplateComputer` the phone may compute shards
+With a :class:`~sakura.edge_client._template_kv.TemplateComputer` the phone may compute shards
 itself, always a prefix: the fetch stage skips a shard the policy says to compute (``COMPUTE``),
 and the compute stage computes a skipped shard when the model needs it, or extends the prefix
 when the next shard's fetch is predicted to end later than computing it would (that download is
@@ -30,10 +30,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import Callable, TypeVar
 
-from sakura.edge_client.compute_model import ComputeModel
+from sakura.edge_client._compute_model import ComputeModel
 from sakura.edge_client.errors import EdgeError, EditCancelled, PolicyError
 from sakura.edge_client.estimator import BandwidthEstimator
-from sakura.edge_client.fetcher import ShardFetcher
+from sakura.edge_client._fetcher import ShardFetcher
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -45,10 +45,11 @@ from sakura.edge_client.planning import (
     stage_window,
 )
 from sakura.edge_client.policy import LevelPolicy, planned_rate
-from sakura.edge_client.template_kv import TemplateComputer
-from sakura.edge_client.streaming_kv import POLL_S, StreamingKV
+from sakura.edge_client._template_kv import TemplateComputer
+from sakura.edge_client.device import Device
+from sakura.edge_client._streaming_kv import POLL_S, StreamingKV
 from sakura.edge_client.timeline import ShardTiming, Timeline
-from sakura.edge_client.validation import ShardLimits
+from sakura.edge_client._validation import ShardLimits
 from sakura.platform.codec import decode_shard
 from sakura.platform.errors import CodecError
 from sakura.platform.manifest import PhoneManifest
@@ -57,17 +58,6 @@ T = TypeVar("T")
 #: How long ``run`` waits for its stage threads once it is done; they are daemons that stop on
 #: their own (downloads are aborted, a decode finishes), so a cancel is never held up by them.
 _JOIN_S = 0.2
-
-
-class Device:
-    """Hook for the compute stage's speed (see :class:`~sakura.edge_client.emulation.SlowDevice`)."""
-
-    def after_compute(self, seconds: float) -> None:
-        return None
-
-    def after_template(self, seconds: float) -> None:
-        """After the phone computed one block of template KV in ``seconds``."""
-        return None
 
 
 class EditPipeline:

@@ -3,7 +3,7 @@
 Block ``b``'s KV needs the reference hidden states out of blocks ``0..b-1``: the pass has reached
 the *frontier*, and computing shard ``b`` runs it through every block up to ``b`` (the KV of
 blocks passed on the way, fetched already, is dropped). Each block is timed and taught to the
-:class:`~sakura.edge_client.compute_model.ComputeModel`, which the planner reads.
+:class:`~sakura.edge_client._compute_model.ComputeModel`, which the planner reads.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterator
 
-from sakura.edge_client.compute_model import ComputeModel
+from sakura.edge_client._compute_model import ComputeModel
 from sakura.platform.errors import ModelError
 from sakura.platform.kv import KVPair, ShardKey
 

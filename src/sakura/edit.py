@@ -8,9 +8,9 @@ import os
 import sys
 
 from sakura.edge_client.policy import LevelPolicy, make_policy, policy_names
-from sakura.edge_client.deadlines import MIN_USEFUL_RATE
-from sakura.edge_client.session import DEFAULT_CACHE_BUDGET, EdgeSession
-from sakura.edge_client.urls import UrlPolicy
+from sakura.edge_client._deadlines import MIN_USEFUL_RATE
+from sakura.edge_client._session import DEFAULT_CACHE_BUDGET, EdgeSession
+from sakura.edge_client._urls import UrlPolicy
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,8 +21,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--image", required=True, help="input image: a file, or skimage:NAME")
     p.add_argument("--out", required=True, help="where to write the edited image (PNG)")
     p.add_argument("--policy", default="hybrid",
-                   help=f"level policy (default: hybrid, compute or fetch each block): {', '.join(policy_names())} "
-                        "or fixed-<level>")
+                   help=f"level policy (default: hybrid, compute or fetch each block): {', '.join(policy_names())}, "
+                        "fixed-<level>, or oracle (with --trace: it is handed the true bandwidth)")
     p.add_argument("--min-level", help="adaptive policies: never fetch below this level (a quality floor)")
     p.add_argument("--trace", help="shape the link in process with this bandwidth trace file")
     p.add_argument("--trace-offset", type=float, default=0.0, help="start this many seconds into the trace")
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from sakura.edge_client.emulation import SlowDevice, TraceLink
+    from sakura.emulation import SlowDevice, TraceLink
     from sakura.platform.images import load_image, save_image
     from sakura.platform.traces import load_trace
 
@@ -95,8 +95,10 @@ def _policy(args: argparse.Namespace, link: object | None) -> LevelPolicy:
         return make_policy(args.policy)
     if link is None:
         raise SystemExit("sakura edit: --policy oracle needs --trace (it is handed the true bandwidth)")
+    from sakura.evaluation.oracle import oracle_policy
+
     offset = args.trace_offset
-    return make_policy("oracle", trace=link.trace, trace_time=lambda t: offset + t)  # type: ignore[attr-defined]
+    return oracle_policy(trace=link.trace, trace_time=lambda t: offset + t)  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

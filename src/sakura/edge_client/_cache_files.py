@@ -19,7 +19,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no cross-process guard
     fcntl = None  # type: ignore[assignment]
 
-log = logging.getLogger("sakura.edge_client.cache")
+log = logging.getLogger("sakura.edge_client._cache")
 
 USED = ".used"
 MANIFEST = "manifest.json"

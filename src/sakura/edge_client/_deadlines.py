@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from sakura.edge_client.connections import CLOSED
+from sakura.edge_client._connections import CLOSED
 from sakura.edge_client.errors import EditCancelled, EdgeError, TransportError
 
 #: Below 64 kbit/s (GPRS-class 2G) no edit completes in useful time: an estimate, the floor

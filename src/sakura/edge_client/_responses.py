@@ -8,13 +8,13 @@ import http.client
 import json
 from typing import TYPE_CHECKING, Callable
 
-from sakura.edge_client.connections import CLOSE, POOL, Lane, Watch
-from sakura.edge_client.deadlines import Operation, Retryable
+from sakura.edge_client._connections import CLOSE, POOL, Lane, Watch
+from sakura.edge_client._deadlines import Operation, Retryable
 from sakura.edge_client.errors import RedirectError, ServerError
-from sakura.edge_client.urls import Origin
+from sakura.edge_client._urls import Origin
 
 if TYPE_CHECKING:
-    from sakura.edge_client.transport import HttpTransport
+    from sakura.edge_client._transport import HttpTransport
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_ERROR_BODY = 64 << 10

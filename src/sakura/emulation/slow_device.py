@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sakura.edge_client.pipeline import Device
+from sakura.edge_client.device import Device
 
 
 class SlowDevice(Device):

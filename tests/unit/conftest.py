@@ -1,0 +1,39 @@
+"""Shared by the unit tests of the phone library and of ``sakura edit``: a reference-model template
+library served by the real shard API (uvicorn, no Ray)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from tests.edge_servers import ApiServer
+from tests.helpers import make_builder, publish
+
+TEMPLATES = {"portrait": "skimage:astronaut", "scenery": "skimage:chelsea"}
+
+
+@pytest.fixture(scope="session")
+def ref_library(tmp_path_factory) -> str:
+    from sakura.platform.library import TemplateLibrary
+    from sakura.platform.store import open_store
+
+    uri = f"file://{tmp_path_factory.mktemp('edge-lib')}"
+    library = TemplateLibrary(open_store(uri))
+    builder = make_builder("reference", steps=4)
+    for template_id, image in TEMPLATES.items():
+        publish(library, builder, uri, template_id, image)
+    return uri
+
+
+@pytest.fixture(scope="session")
+def api(ref_library) -> Iterator[ApiServer]:
+    with ApiServer(ref_library) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def reference_model():
+    from sakura.platform.models import load_model
+
+    return load_model("reference")
