@@ -54,7 +54,7 @@ def load_cases(store_uri: str, spec: TemplateSpec, resolution: int) -> list[Temp
         manifest = library.manifest(entry.id)
         payloads = {}
         for level in manifest.levels:
-            store = open_store(level.store) if level.store else library.store
+            store = library.level_store(level)
             payloads[level.name] = [read_shard_payload(store, level.key, s.levels[level.name]) for s in manifest.shards]
         image = fit_image(load_image(entry.image, spec.base_dir), resolution)
         photo = fit_image(load_image(USER_PHOTOS.get(entry.task.value, DEFAULT_PHOTO)), resolution)

@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from dataclasses import replace
 from typing import Callable, Iterable
 
 from sakura.platform import layout
 from sakura.platform.errors import SakuraError
-from sakura.platform.manifest import AliasDoc, Manifest, ManifestError
+from sakura.platform.manifest import AliasDoc, LevelEntry, Manifest, ManifestError
 from sakura.platform.store import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, open_store
 from sakura.platform.version_state import (
     ABANDONED,
@@ -97,9 +98,23 @@ class TemplateLibrary:
     def __init__(self, store: ObjectStore, tiers: dict[str, ObjectStore] | None = None) -> None:
         self.store = store
         self.tiers = dict(tiers or {})
+        self._opened: dict[str, ObjectStore] = {}
+        self._lock = threading.Lock()
 
     def tier(self, level: str) -> ObjectStore:
+        """Where a new version's ``level`` file is written."""
         return self.tiers.get(level, self.store)
+
+    def level_store(self, level: LevelEntry) -> ObjectStore:
+        """Where a published version's level file is: the tier its manifest records, else the root.
+        Serving, gc and evaluation all ask here."""
+        return self._open(level.store) if level.store else self.store
+
+    def _open(self, uri: str) -> ObjectStore:
+        with self._lock:
+            if uri not in self._opened:
+                self._opened[uri] = open_store(uri)
+            return self._opened[uri]
 
     # -- reading -------------------------------------------------------------------------
     def templates(self, *, unpublished: bool = False) -> list[str]:
@@ -368,7 +383,7 @@ class TemplateLibrary:
         """Delete a version's files (level files from their tiers too), keeping the tombstones
         that stop its number being reused (claim) or an alias moving onto it (mark)."""
         for name, uri in levels:
-            (open_store(uri) if uri else self.tier(name)).delete(layout.level_key(template_id, version, name))
+            (self._open(uri) if uri else self.tier(name)).delete(layout.level_key(template_id, version, name))
         for obj in list(self.store.list(layout.version_prefix(template_id, version))):
             if obj.key.rsplit("/", 1)[-1] not in (_CLAIM, _MARK, _MANIFEST):
                 self.store.delete(obj.key)

@@ -13,20 +13,19 @@ path, URI or key: those go to the log (logger ``sakura.serve``).
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
 from dataclasses import dataclass
 
 from sakura.platform import layout
+from sakura.platform.caching import DiskCache, MemoryCache
 from sakura.platform.ids import validate_template_id
 from sakura.platform.levelfile import ShardIntegrityError, verify_payload
 from sakura.platform.library import AliasUnreadable, LibraryError, TemplateLibrary, VersionRetired
 from sakura.platform.manifest import ContextEntry, Manifest, ShardLocation
 from sakura.platform.store import NotFound, ObjectStore, RetryingStore, StoreError, TransientStoreError, open_store
 from sakura.serve import errors
-from sakura.serve.caches import DiskLRU, MemoryLRU
 from sakura.serve.config import ServeConfig
 from sakura.serve.metrics import ServeMetrics
 
@@ -75,10 +74,10 @@ class ShardReader:
         self.config, self.metrics = config, metrics
         self._root = open_store(config.store, retry=None)  # probed read-only: never created, never retried
         self.library = TemplateLibrary(RetryingStore(self._root))
-        self._stores: dict[str, ObjectStore] = {config.store: self.library.store}
-        self.memory = MemoryLRU(config.memory_cache_bytes)
-        self.disk = DiskLRU(config.disk_cache_dir, config.disk_cache_bytes) if config.disk_cache_dir else None
-        self._manifests: collections.OrderedDict[tuple[str, int], _CachedManifest] = collections.OrderedDict()
+        self.memory: MemoryCache[str, bytes] = MemoryCache(config.memory_cache_bytes)
+        self.disk = DiskCache(config.disk_cache_dir, config.disk_cache_bytes) if config.disk_cache_dir else None
+        self._manifests: MemoryCache[tuple[str, int], _CachedManifest] = MemoryCache(
+            config.manifest_cache_entries, cost=lambda _: 1)  # a budget of entries
         self._aliases: dict[tuple[str, str], tuple[float, int]] = {}
         self._root_seen: tuple[float, bool] | None = None
         self._lock = threading.Lock()
@@ -135,10 +134,7 @@ class ShardReader:
 
     def _cached(self, template_id: str, version: int) -> _CachedManifest:
         key, now = (template_id, version), time.monotonic()
-        with self._lock:
-            cached = self._manifests.get(key)
-            if cached is not None:
-                self._manifests.move_to_end(key)
+        cached = self._manifests.get(key)
         if cached is not None:
             if now - cached.checked < self.config.alias_ttl_s:
                 return cached
@@ -151,10 +147,7 @@ class ShardReader:
             except LibraryError:
                 raise self._gone(template_id, version) from None
             cached = _CachedManifest(now, manifest, PhoneView.of(manifest))
-        with self._lock:
-            self._manifests[key] = cached
-            while len(self._manifests) > self.config.manifest_cache_entries:
-                self._manifests.popitem(last=False)
+        self._manifests.put(key, cached)
         return cached
 
     def _still_published(self, template_id: str, version: int) -> bool:
@@ -175,7 +168,7 @@ class ShardReader:
     def locate(self, manifest: Manifest, index: int, level: str) -> ShardRef:
         entry = manifest.shard(index)
         level_entry = manifest.level(level)
-        return ShardRef(self._store(level_entry.store or self.config.store), level_entry.key, entry.levels[level])
+        return ShardRef(self.library.level_store(level_entry), level_entry.key, entry.levels[level])
 
     def locate_object(self, entry: ContextEntry) -> ShardRef:
         """A context or source object: a whole object in the library's own root."""
@@ -267,7 +260,7 @@ class ShardReader:
     def _gone(self, template_id: str, version: int) -> errors.ApiError:
         """The version's manifest is not in the store: forget it and everything resolved to it."""
         with self._lock:
-            self._manifests.pop((template_id, version), None)
+            self._manifests.discard((template_id, version))
             for key in [k for k, (_, v) in self._aliases.items() if k[0] == template_id and v == version]:
                 del self._aliases[key]
         return self._missing(f"template {template_id!r} has no version {version}")
@@ -284,9 +277,3 @@ class ShardReader:
             return errors.store_outage()
         log.error("store fault: %s", exc)
         return errors.store_fault()
-
-    def _store(self, uri: str) -> ObjectStore:
-        with self._lock:
-            if uri not in self._stores:
-                self._stores[uri] = open_store(uri)
-            return self._stores[uri]

@@ -1,0 +1,187 @@
+"""One budgeted cache, for every tier that keeps bytes it may drop: a Serve replica's memory and
+node-local disk tiers and its manifest cache.
+
+:class:`Budget` is the bookkeeping they share: what each entry costs (bytes by default) and,
+when a new one does not fit, which entries go, as an :class:`EvictionPolicy` chooses (registered
+by name, as LMCache's storage backends take theirs; ``lru`` is the one there is).
+:class:`MemoryCache` keeps values in memory, :class:`DiskCache` keeps files named by their
+sha256 under a folder, written atomically and verified on every read (a disk can rot).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Callable, Generic, Hashable, Protocol, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class EvictionPolicy(Protocol):
+    """Orders a cache's entries for eviction."""
+
+    def used(self, key: Hashable) -> None:
+        """``key`` was stored or read."""
+
+    def forget(self, key: Hashable) -> None:
+        """``key`` left the cache."""
+
+    def victim(self) -> Hashable:
+        """The entry to evict next (the cache is not empty)."""
+
+
+class LeastRecentlyUsed:
+    def __init__(self) -> None:
+        self._order: collections.OrderedDict[Hashable, None] = collections.OrderedDict()
+
+    def used(self, key: Hashable) -> None:
+        self._order[key] = None
+        self._order.move_to_end(key)
+
+    def forget(self, key: Hashable) -> None:
+        self._order.pop(key, None)
+
+    def victim(self) -> Hashable:
+        return next(iter(self._order))
+
+
+EVICTION_POLICIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LeastRecentlyUsed}
+
+
+class Budget(Generic[K]):
+    """What a cache's entries cost against ``budget`` (not thread-safe: the caches lock)."""
+
+    def __init__(self, budget: int, eviction: str = "lru") -> None:
+        if budget < 0:
+            raise ValueError("a cache budget is >= 0")
+        self.budget, self.used = budget, 0
+        self._costs: dict[K, int] = {}
+        self._policy = EVICTION_POLICIES[eviction]()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._costs
+
+    def __len__(self) -> int:
+        return len(self._costs)
+
+    def touch(self, key: K) -> bool:
+        if key not in self._costs:
+            return False
+        self._policy.used(key)
+        return True
+
+    def admit(self, key: K, cost: int) -> list[K] | None:
+        """Account for ``key`` at ``cost`` (replacing what it cost before); the entries evicted to
+        make room, or None if it can never fit (then nothing changes)."""
+        if cost > self.budget:
+            return None
+        self.drop(key)
+        self._costs[key] = cost
+        self.used += cost
+        self._policy.used(key)
+        evicted: list[K] = []
+        while self.used > self.budget:
+            victim = self._policy.victim()
+            self.drop(victim)  # type: ignore[arg-type]
+            evicted.append(victim)  # type: ignore[arg-type]
+        return evicted
+
+    def drop(self, key: K) -> None:
+        if key in self._costs:
+            self.used -= self._costs.pop(key)
+            self._policy.forget(key)
+
+
+class MemoryCache(Generic[K, V]):
+    """Values in memory under a budget of ``cost(value)`` (bytes by default); thread-safe."""
+
+    def __init__(self, budget: int, *, cost: Callable[[V], int] = len, eviction: str = "lru") -> None:  # type: ignore[assignment]
+        self._budget: Budget[K] = Budget(budget, eviction)
+        self._cost = cost
+        self._items: dict[K, V] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def used(self) -> int:
+        return self._budget.used
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            return self._items[key] if self._budget.touch(key) else None
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            evicted = self._budget.admit(key, self._cost(value))
+            if evicted is None:
+                return
+            self._items[key] = value
+            for victim in evicted:
+                del self._items[victim]
+
+    def discard(self, key: K) -> None:
+        with self._lock:
+            self._budget.drop(key)
+            self._items.pop(key, None)
+
+
+class DiskCache:
+    """Files named by their content's sha256 under ``root``, under a byte budget; what a previous
+    process left there is adopted, oldest first in the eviction order."""
+
+    def __init__(self, root: str | Path, budget: int, *, eviction: str = "lru") -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._budget: Budget[str] = Budget(budget, eviction)
+        self._lock = threading.Lock()
+        for path in sorted(self.root.glob("*.bin"), key=lambda p: p.stat().st_mtime):
+            evicted = self._budget.admit(path.stem, path.stat().st_size)
+            self._remove([path.stem] if evicted is None else evicted)
+
+    @property
+    def used(self) -> int:
+        return self._budget.used
+
+    def get(self, sha256: str) -> bytes | None:
+        with self._lock:
+            if not self._budget.touch(sha256):
+                return None
+        try:
+            data = self._path(sha256).read_bytes()
+        except OSError:
+            data = None
+        if data is None or hashlib.sha256(data).hexdigest() != sha256:
+            with self._lock:
+                self._budget.drop(sha256)
+            self._path(sha256).unlink(missing_ok=True)
+            return None
+        return data
+
+    def put(self, sha256: str, data: bytes) -> None:
+        if len(data) > self._budget.budget:
+            return
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, self._path(sha256))
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)
+            return
+        with self._lock:
+            evicted = self._budget.admit(sha256, len(data)) or []
+        self._remove(evicted)
+
+    def _remove(self, keys: list[str]) -> None:
+        for key in keys:
+            self._path(key).unlink(missing_ok=True)
+
+    def _path(self, sha256: str) -> Path:
+        return self.root / f"{sha256}.bin"

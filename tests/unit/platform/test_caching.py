@@ -1,0 +1,73 @@
+"""The one budgeted cache: eviction order, what never fits, disk entries verified and adopted."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from sakura.platform.caching import EVICTION_POLICIES, Budget, DiskCache, MemoryCache
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_the_least_recently_used_entries_go_first_and_a_read_counts_as_a_use():
+    cache: MemoryCache[str, bytes] = MemoryCache(10)
+    for key in "abc":
+        cache.put(key, key.encode() * 3)
+    assert cache.get("a") == b"aaa"  # now b is the oldest
+    cache.put("d", b"dddd")  # 13 bytes: b goes
+    assert cache.get("b") is None and cache.get("a") == b"aaa" and cache.used == 10 and len(cache) == 3
+    cache.put("c", b"c")  # a replacement costs its new size
+    assert cache.used == 8
+    cache.discard("c")
+    assert cache.get("c") is None and cache.used == 7
+
+
+def test_an_entry_larger_than_the_budget_is_refused_and_evicts_nothing():
+    cache: MemoryCache[str, bytes] = MemoryCache(4)
+    cache.put("a", b"aa")
+    cache.put("big", b"x" * 5)
+    assert cache.get("big") is None and cache.get("a") == b"aa"
+
+
+def test_a_cost_function_makes_a_budget_of_entries():
+    cache: MemoryCache[int, object] = MemoryCache(2, cost=lambda _: 1)
+    for key in range(3):
+        cache.put(key, object())
+    assert cache.get(0) is None and cache.get(1) is not None and len(cache) == 2
+
+
+def test_budget_reports_victims_and_eviction_is_chosen_by_name():
+    budget: Budget[str] = Budget(5)
+    assert budget.admit("a", 3) == [] and budget.admit("b", 2) == [] and budget.admit("c", 4) == ["a", "b"]
+    assert budget.admit("d", 6) is None and "c" in budget and budget.used == 4
+    with pytest.raises(KeyError):
+        Budget(5, eviction="clock")
+    assert "lru" in EVICTION_POLICIES
+
+
+def test_disk_entries_are_verified_on_read_and_rot_is_dropped(tmp_path):
+    cache = DiskCache(tmp_path, 100)
+    data = b"payload"
+    cache.put(sha(data), data)
+    assert cache.get(sha(data)) == data
+    (tmp_path / f"{sha(data)}.bin").write_bytes(b"rotten!")
+    assert cache.get(sha(data)) is None and not (tmp_path / f"{sha(data)}.bin").exists() and cache.used == 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]  # writes left no temp file
+
+
+def test_a_restarted_disk_cache_adopts_its_files_oldest_first_within_budget(tmp_path):
+    blobs = [bytes([i]) * 40 for i in range(3)]
+    first = DiskCache(tmp_path, 1000)
+    for i, blob in enumerate(blobs):
+        first.put(sha(blob), blob)
+        os.utime(tmp_path / f"{sha(blob)}.bin", (1000 + i, 1000 + i))
+    again = DiskCache(tmp_path, 80)  # room for two: the oldest file goes
+    assert again.used == 80 and not (tmp_path / f"{sha(blobs[0])}.bin").exists()
+    assert again.get(sha(blobs[2])) == blobs[2]
+    again.put(sha(b"n" * 40), b"n" * 40)  # blobs[1] is now the least recently used
+    assert again.get(sha(blobs[1])) is None and again.get(sha(blobs[2])) == blobs[2]
