@@ -1,6 +1,6 @@
 """Train the reference editing model: a deterministic flow-matching run, as a Ray job.
 
-    python -m sakura.jobs.train_reference [--steps N] [--out DIR] [--ray-address ADDR]
+    python -m sakura.jobs.train_reference --out DIR [--steps N] [--ray-address ADDR]
     sakura train-reference ...
 
 The training loop itself (:func:`train`) is plain PyTorch and deterministic for a given seed
@@ -24,10 +24,9 @@ import numpy as np
 import torch
 
 from sakura.jobs import reference_data as data
-from sakura.platform.models._pixels import PixelCodec
+from sakura.platform.models import PixelCodec
 from sakura.platform.models.reference_dit import ReferenceEditDiT
 
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "platform" / "models" / "weights"
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--threads", type=int, default=defaults.threads, help="CPU threads for the training task")
     parser.add_argument("--num-gpus", type=float, default=0.0, help="GPUs for the training task (on clusters that have them)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the weights and config go")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="where the weights and config go (the shipped ones: src/sakura/platform/models/weights)")
     parser.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"), help="default: start a local Ray")
     args = parser.parse_args(argv)
     config = TrainConfig(steps=args.steps, batch=args.batch, seed=args.seed, threads=args.threads)

@@ -1,6 +1,7 @@
 """Model adapters: capture template KV from a DiT and replay it without the template tokens."""
 
 from sakura.platform.models._attention import AttentionProbe
+from sakura.platform.models._pixels import PixelCodec
 from sakura.platform.models.base import (
     CaptureResult,
     EditRequest,
@@ -21,6 +22,7 @@ __all__ = [
     "ModelAdapter",
     "ModelInfo",
     "NamedModel",
+    "PixelCodec",
     "Schedule",
     "Template",
     "load_model",

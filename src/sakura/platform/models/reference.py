@@ -21,7 +21,6 @@ from sakura.platform.models.base import EditRequest, ModelInfo, Schedule, Templa
 from sakura.platform.models.denoising import DenoisingAdapter
 from sakura.platform.models.reference_dit import ReferenceEditDiT
 
-WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 #: Task index per template task; ``custom`` templates get their own (untrained) embedding.
 TASK_INDEX = {"style_transfer": 0, "try_on": 1, "face_swap": 2, "custom": 3}
 #: The source object: the template image's pixel cells, (tokens, 3 * patch**2) float32.
@@ -105,10 +104,15 @@ class ReferenceAdapter(DenoisingAdapter):
         return self.codec.decode(latent.reshape(g, g, -1))
 
 
-def load_reference(weights_dir: Path = WEIGHTS_DIR) -> ReferenceAdapter:
-    """The trained reference model shipped with the package (no network needed)."""
+def load_reference(weights_dir: Path | None = None) -> ReferenceAdapter:
+    """The trained reference model: the weights shipped with the package (no network needed), or
+    those in ``weights_dir``."""
     import json
+    from importlib.resources import as_file, files
 
+    if weights_dir is None:
+        with as_file(files("sakura.platform.models") / "weights") as shipped:
+            return load_reference(Path(shipped))
     from safetensors.torch import load_file
 
     config_file, weights = weights_dir / "reference.json", weights_dir / "reference.safetensors"
