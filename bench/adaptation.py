@@ -36,7 +36,14 @@ from sakura.platform.errors import SakuraError  # noqa: E402
 from sakura.platform.models import ModelAdapter, load_model  # noqa: E402
 from tests.helpers import make_library  # noqa: E402
 from tests.unit.edge_client.test_adaptation import (  # noqa: E402
-    LAYER_S, RTT_S, STEP_AT, TEMPLATE, TRACE, WARM_AT, edit_over_step_down, kernel_edit_over_step_down,
+    LAYER_S,
+    RTT_S,
+    STEP_AT,
+    TEMPLATE,
+    TRACE,
+    WARM_AT,
+    edit_over_step_down,
+    kernel_edit_over_step_down,
 )
 
 TEMPLATE_IMAGE = "skimage:astronaut"

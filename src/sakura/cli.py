@@ -9,7 +9,6 @@ from typing import Sequence
 
 from sakura.platform.errors import SakuraError
 
-
 #: Commands that are whole programs of their own; their flags are theirs (`sakura build --help`).
 DELEGATED = {
     "build": "sakura.jobs.build",

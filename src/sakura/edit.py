@@ -7,10 +7,10 @@ import json
 import os
 import sys
 
-from sakura.edge_client.policy import LevelPolicy, make_policy, policy_names
 from sakura.edge_client._deadlines import MIN_USEFUL_RATE
 from sakura.edge_client._session import DEFAULT_CACHE_BUDGET, EdgeSession
 from sakura.edge_client._urls import UrlPolicy
+from sakura.edge_client.policy import LevelPolicy, make_policy, policy_names
 
 
 def _parser() -> argparse.ArgumentParser:

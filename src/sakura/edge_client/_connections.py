@@ -19,8 +19,8 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from sakura.edge_client.errors import TransportError
 from sakura.edge_client._urls import Origin
+from sakura.edge_client.errors import TransportError
 
 #: Returns why a request must stop ("cancelled", "deadline", ...), or None to let it run.
 StopCheck = Callable[[], "str | None"]

@@ -19,7 +19,7 @@ import time
 from typing import Callable, Iterator
 
 from sakura.edge_client._connections import CLOSED
-from sakura.edge_client.errors import EditCancelled, EdgeError, TransportError
+from sakura.edge_client.errors import EdgeError, EditCancelled, TransportError
 
 #: Below 64 kbit/s (GPRS-class 2G) no edit completes in useful time: an estimate, the floor
 #: under which an operation counts as stalled. Real links dip lower for a while; ``timeout_s``

@@ -9,11 +9,11 @@ import time
 from typing import Callable
 
 from sakura.edge_client._cache import ShardCache
-from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client._first_shard import FirstShard, FirstShardBytes
+from sakura.edge_client._transport import Abandon, HttpTransport
+from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.planning import ABANDON_CHECK_S, ABANDON_MIN_S
 from sakura.edge_client.timeline import ShardTiming
-from sakura.edge_client._transport import Abandon, HttpTransport
 from sakura.platform import http_api
 from sakura.platform.manifest import PhoneManifest
 

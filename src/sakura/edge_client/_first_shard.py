@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from sakura.edge_client.errors import EdgeError
 from sakura.edge_client._transport import HttpTransport, Reply
+from sakura.edge_client.errors import EdgeError
 from sakura.platform import http_api
 from sakura.platform.errors import SakuraError
 from sakura.platform.manifest import PhoneManifest

@@ -31,9 +31,13 @@ from concurrent.futures import wait as futures_wait
 from typing import Callable, TypeVar
 
 from sakura.edge_client._compute_model import ComputeModel
+from sakura.edge_client._fetcher import ShardFetcher
+from sakura.edge_client._streaming_kv import POLL_S, StreamingKV
+from sakura.edge_client._template_kv import TemplateComputer
+from sakura.edge_client._validation import ShardLimits
+from sakura.edge_client.device import Device
 from sakura.edge_client.errors import EdgeError, EditCancelled, PolicyError
 from sakura.edge_client.estimator import BandwidthEstimator
-from sakura.edge_client._fetcher import ShardFetcher
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -45,11 +49,7 @@ from sakura.edge_client.planning import (
     stage_window,
 )
 from sakura.edge_client.policy import LevelPolicy, planned_rate
-from sakura.edge_client._template_kv import TemplateComputer
-from sakura.edge_client.device import Device
-from sakura.edge_client._streaming_kv import POLL_S, StreamingKV
 from sakura.edge_client.timeline import ShardTiming, Timeline
-from sakura.edge_client._validation import ShardLimits
 from sakura.platform.codec import decode_shard
 from sakura.platform.errors import CodecError
 from sakura.platform.manifest import PhoneManifest

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Callable
 
 from sakura.edge_client._connections import CLOSE, POOL, Lane, Watch
 from sakura.edge_client._deadlines import Operation, Retryable
-from sakura.edge_client.errors import RedirectError, ServerError
 from sakura.edge_client._urls import Origin
+from sakura.edge_client.errors import RedirectError, ServerError
 
 if TYPE_CHECKING:
     from sakura.edge_client._transport import HttpTransport

@@ -19,21 +19,19 @@ import numpy as np
 
 from sakura.edge_client._cache import ShardCache
 from sakura.edge_client._compute_model import ComputeModel
-from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client._fetcher import ShardFetcher
 from sakura.edge_client._first_shard import FirstShard
-from sakura.edge_client.policy import asks_first_shard
-from sakura.edge_client.link import Link
 from sakura.edge_client._pipeline import EditPipeline
-from sakura.edge_client.device import Device
-from sakura.edge_client.planning import COMPUTE
-from sakura.edge_client.policy import LevelPolicy, make_policy
 from sakura.edge_client._template_kv import TemplateComputer
-from sakura.edge_client.timeline import Timeline
 from sakura.edge_client._transport import MIN_USEFUL_RATE, HttpTransport
-from sakura.platform.retry import RetryPolicy
 from sakura.edge_client._urls import UrlPolicy
 from sakura.edge_client._validation import MAX_EDIT_STEPS, accept_manifest, check_request
+from sakura.edge_client.device import Device
+from sakura.edge_client.estimator import BandwidthEstimator
+from sakura.edge_client.link import Link
+from sakura.edge_client.planning import COMPUTE
+from sakura.edge_client.policy import LevelPolicy, asks_first_shard, make_policy
+from sakura.edge_client.timeline import Timeline
 from sakura.platform import http_api, layout
 from sakura.platform.context import decode_context
 from sakura.platform.errors import ModelError
@@ -41,6 +39,7 @@ from sakura.platform.ids import validate_template_id
 from sakura.platform.images import fit_image
 from sakura.platform.manifest import MAX_MANIFEST_BYTES, ManifestError, PhoneManifest, PhoneModel, PhoneObject
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_named_model
+from sakura.platform.retry import RetryPolicy
 
 DEFAULT_CACHE_BUDGET = 256 << 20
 

@@ -26,8 +26,6 @@ from typing import Callable, Iterator
 
 from sakura.edge_client._connections import ConnectionPool
 from sakura.edge_client._deadlines import MIN_USEFUL_RATE, STALLED, NetworkBudget, Operation, Retryable
-from sakura.edge_client.errors import EditCancelled, EdgeError, ServerError, ShardCorrupt, TransportError
-from sakura.edge_client.link import DirectLink, Link
 from sakura.edge_client._responses import (
     RETRYABLE_STATUS,
     Progress,
@@ -41,6 +39,8 @@ from sakura.edge_client._responses import (
     span_headers,
 )
 from sakura.edge_client._urls import Origin, UrlPolicy, origin, request_target
+from sakura.edge_client.errors import EdgeError, EditCancelled, ServerError, ShardCorrupt, TransportError
+from sakura.edge_client.link import DirectLink, Link
 from sakura.platform.retry import RetryPolicy
 
 USER_AGENT = "sakura-edge/1"

@@ -7,8 +7,15 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sakura.edge_client.planning import DEFAULT_STALL_PENALTY, PlanContext, PlanState, TransferTime, advance, start_state
 from sakura.edge_client.errors import PolicyError
+from sakura.edge_client.planning import (
+    DEFAULT_STALL_PENALTY,
+    PlanContext,
+    PlanState,
+    TransferTime,
+    advance,
+    start_state,
+)
 from sakura.edge_client.policy import HybridPolicy, LevelPolicy, register_policy
 from sakura.platform.traces import BandwidthTrace
 

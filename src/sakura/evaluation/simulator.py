@@ -42,19 +42,18 @@ from typing import Sequence
 
 from sakura.edge_client import LevelPolicy, PlanContext
 from sakura.edge_client.estimator import BandwidthEstimator
-from sakura.edge_client.planning import ShardOption
-from sakura.edge_client.policy import FixedPolicy, HybridPolicy, RobustMPCPolicy
-from sakura.edge_client.policy import asks_first_shard
 from sakura.edge_client.planning import (
     ABANDON_CHECK_S,
-    COMPUTE,
     ABANDON_MIN_S,
+    COMPUTE,
     MAX_IN_FLIGHT,
+    ShardOption,
     level_utility,
     normalised_weights,
     plan_context,
     stage_window,
 )
+from sakura.edge_client.policy import FixedPolicy, HybridPolicy, RobustMPCPolicy, asks_first_shard
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
 from sakura.evaluation.geometry import EditGeometry
 from sakura.evaluation.oracle import oracle_policy

@@ -28,7 +28,6 @@ from sakura.platform.models import PixelCodec
 from sakura.platform.models.reference_dit import ReferenceEditDiT
 
 
-
 @dataclass(frozen=True)
 class TrainConfig:
     steps: int = 1100

@@ -33,8 +33,8 @@ from sakura.serve.body import parse_alias_body, read_capped
 from sakura.serve.config import ServeConfig
 from sakura.serve.errors import ApiError
 from sakura.serve.metrics import ServeMetrics
-from sakura.serve.reader import ShardReader, ShardRef
 from sakura.serve.ranges import RangeNotSatisfiable, parse_range
+from sakura.serve.reader import ShardReader, ShardRef
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 NO_CACHE = "no-cache"
@@ -212,7 +212,11 @@ def _accepts_zstd(request: Request) -> bool:
     for item in request.headers.get("accept-encoding", "").split(","):
         coding, _, params = item.strip().partition(";")
         if coding.strip().lower() == "zstd":
-            return params.replace(" ", "").lower() not in ("q=0", "q=0.0", "q=0.00", "q=0.000")
+            weight = params.replace(" ", "").lower()
+            try:
+                return not weight or (weight.startswith("q=") and float(weight[2:]) > 0)
+            except ValueError:
+                return False
     return False
 
 

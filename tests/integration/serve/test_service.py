@@ -10,8 +10,8 @@ import pytest
 from sakura.platform.library import TemplateLibrary
 from sakura.platform.manifest import Manifest
 from sakura.platform.store import open_store
-from tests.integration.conftest import serve_apps
 from tests.helpers import make_library
+from tests.integration.conftest import serve_apps
 
 ADMIN = "integration-admin-token"
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from sakura.edge_client import EdgeSession, EditResult, RetryPolicy
-from sakura.edge_client.errors import ConfigError, RedirectError, ServerError, TransportError
 from sakura.edge_client._urls import UrlPolicy
+from sakura.edge_client.errors import ConfigError, RedirectError, ServerError, TransportError
 from sakura.platform import http_api
 from sakura.platform.errors import CodecError, SakuraError, UnknownModel
 from sakura.platform.images import load_image

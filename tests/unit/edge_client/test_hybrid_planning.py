@@ -9,8 +9,15 @@ import pytest
 
 from sakura.edge_client import PlanContext, make_policy
 from sakura.edge_client.estimator import Estimate
-from sakura.edge_client.planning import ShardOption, simulate
-from sakura.edge_client.planning import COMPUTE, best_split, constant_rate, level_utility, take_back
+from sakura.edge_client.planning import (
+    COMPUTE,
+    ShardOption,
+    best_split,
+    constant_rate,
+    level_utility,
+    simulate,
+    take_back,
+)
 
 LEVELS = ("compact", "medium", "full")
 SIZES = {"compact": 20_000, "medium": 40_000, "full": 240_000}

@@ -11,11 +11,9 @@ import pytest
 from sakura.edge_client import PlanContext, make_policy
 from sakura.edge_client.errors import PolicyError
 from sakura.edge_client.estimator import Estimate
-from sakura.edge_client.planning import ShardOption, simulate
+from sakura.edge_client.planning import ShardOption, constant_rate, level_utility, simulate
 from sakura.edge_client.policy import FixedPolicy, RobustMPCPolicy, ThroughputPolicy
-from sakura.evaluation.oracle import OraclePolicy
-from sakura.edge_client.planning import constant_rate, level_utility
-from sakura.evaluation.oracle import oracle_policy
+from sakura.evaluation.oracle import OraclePolicy, oracle_policy
 from sakura.platform.traces import BandwidthTrace, load_trace
 
 LEVELS = ("compact", "medium", "full")

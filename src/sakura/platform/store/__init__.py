@@ -1,5 +1,6 @@
 """Object stores chosen by URI scheme, with create-only and compare-and-swap writes."""
 
+from sakura.platform.retry import RetryPolicy
 from sakura.platform.store.base import (
     AlreadyExists,
     InvalidKey,
@@ -12,7 +13,6 @@ from sakura.platform.store.base import (
     check_key,
 )
 from sakura.platform.store.registry import open_store, register_scheme
-from sakura.platform.retry import RetryPolicy
 from sakura.platform.store.retry import RetryingStore
 
 __all__ = [

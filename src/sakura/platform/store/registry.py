@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
-from sakura.platform.store.base import ObjectStore, StoreError
 from sakura.platform.retry import RetryPolicy
+from sakura.platform.store.base import ObjectStore, StoreError
 from sakura.platform.store.retry import RetryingStore
 
 Factory = Callable[[str], ObjectStore]
