@@ -36,6 +36,7 @@ MAX_STEPS = 1000
 MAX_RESOLUTION = 8192
 _SHA256 = r"^[0-9a-f]{64}$"
 _TEXT = 4096  # longest free-text field (prompt, model reference)
+_PHONE_MAJOR = int(PHONE_SCHEMA_VERSION.split(".")[0])
 _SCHEMA = re.compile(r"^([0-9]{1,4})(?:\.[0-9]{1,4})?$")
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -194,8 +195,8 @@ class PhoneManifest(_Body, _Tolerant):
         version = raw.get("schema_version")
         match = _SCHEMA.match(version) if isinstance(version, str) else None
         major = int(match.group(1)) if match else version if type(version) is int else None
-        if major != int(PHONE_SCHEMA_VERSION.split(".")[0]):
-            hint = " (this app is older than the server: update it)" if isinstance(major, int) and major > 1 else ""
+        if major != _PHONE_MAJOR:
+            hint = " (this app is older than the server: update it)" if isinstance(major, int) and major > _PHONE_MAJOR else ""
             raise ManifestError(f"unsupported manifest schema_version {version!r}{hint}")
         return cls._validated({**raw, "schema_version": version if match else f"{major}.0"})
 

@@ -66,7 +66,7 @@ class PhoneView:
 class _CachedManifest:
     checked: float  # time.monotonic() it was last known published
     manifest: Manifest
-    phone: PhoneView
+    phone: PhoneView | None = None  # encoded when a manifest route first asks (not for shard requests)
 
 
 class ShardReader:
@@ -130,6 +130,8 @@ class ShardReader:
     def phone_manifest(self, template_id: str, version: int) -> tuple[Manifest, PhoneView]:
         """A published manifest and its phone-facing view."""
         cached = self._cached(template_id, version)
+        if cached.phone is None:  # two racing requests may both encode it: same bytes, no harm
+            cached.phone = PhoneView.of(cached.manifest)
         return cached.manifest, cached.phone
 
     def _cached(self, template_id: str, version: int) -> _CachedManifest:
@@ -146,7 +148,7 @@ class ShardReader:
                 manifest = self.library.manifest(template_id, version)
             except LibraryError:
                 raise self._gone(template_id, version) from None
-            cached = _CachedManifest(now, manifest, PhoneView.of(manifest))
+            cached = _CachedManifest(now, manifest)
         self._manifests.put(key, cached)
         return cached
 
