@@ -19,6 +19,7 @@ cache is an optimisation, so it never fails or stalls an edit because another pr
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import itertools
 import os
@@ -32,6 +33,7 @@ from sakura.edge_client import _cache_files as files
 from sakura.edge_client._cache_files import MANIFEST, USED, log
 from sakura.edge_client.errors import CachePathError
 from sakura.platform import layout
+from sakura.platform.caching import Budget, register_eviction
 from sakura.platform.ids import validate_template_id
 
 
@@ -107,14 +109,59 @@ class ShardCache:
         return path
 
 
+class _LruByTemplate:
+    """The shard cache's eviction order over its files (``<root>/<template>/<version>/<name>``):
+    for a file coming in, the other versions of its template first (oldest first), then the other
+    templates, least recently used first (a template's last use is the mtime of its ``.used`` file,
+    so the order outlives the process); never the incoming file's own version. Within a version
+    the shards go from the last index down and the manifest last."""
+
+    def __init__(self) -> None:
+        self._files: set[Path] = set()
+
+    def used(self, key: Path) -> None:
+        self._files.add(key)
+
+    def forget(self, key: Path) -> None:
+        self._files.discard(key)
+
+    def victims(self, incoming: Path | None) -> list[Path]:
+        keep = incoming.parent if incoming is not None else None
+        by_version: dict[Path, list[Path]] = collections.defaultdict(list)
+        for path in self._files:
+            if path.parent != keep:
+                by_version[path.parent].append(path)
+        by_template: dict[Path, list[Path]] = collections.defaultdict(list)
+        for version in sorted(by_version, key=lambda v: int(v.name)):
+            by_template[version.parent].append(version)
+        in_use_first = sorted(by_template, key=lambda t: (keep is None or t != keep.parent, _last_used(t)))
+        return [path for template in in_use_first for version in by_template[template]
+                for path in sorted(by_version[version], key=_eviction_rank, reverse=True)]
+
+
+def _last_used(template: Path) -> float:
+    try:
+        return (template / USED).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _eviction_rank(path: Path) -> int:
+    """Larger goes first: shards by index, the manifest last."""
+    return -1 if path.name == MANIFEST else int(path.name.partition(".")[0])
+
+
+EVICTION = "lru-template"
+register_eviction(EVICTION, _LruByTemplate)
+
+
 class _Folder:
     """The state of one cache folder in this process, shared by every handle on it."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.lock = threading.Lock()
-        self.sizes: dict[Path, int] = {}
-        self.used = 0  # sum of sizes, kept as files come and go
+        self.files: Budget[Path] = Budget(0, eviction=EVICTION)  # what is on disk, as counted
         self.budgets: dict[int, int] = {}  # per open handle
         self.owned = self.closed = self.warned = False
         self.lock_fd: int | None = None
@@ -122,12 +169,12 @@ class _Folder:
     @property
     def used_bytes(self) -> int:
         with self.lock:
-            return self.used
+            return self.files.used
 
     @property
     def budget(self) -> int:
         with self.lock:
-            return self._budget()
+            return self.files.budget
 
     def levels(self, folder: Path, index: int) -> list[str]:
         with self.lock:
@@ -135,9 +182,9 @@ class _Folder:
 
     def read(self, path: Path, verify: Callable[[bytes], bytes | None]) -> bytes | None:
         with self.lock:
-            size = self.sizes.get(path)
-            if size is None:
+            if path not in self.files:
                 return None
+            size = self.files.cost(path)
             try:
                 data = files.read_at_most(path, size)
             except OSError as exc:
@@ -178,15 +225,17 @@ class _Folder:
     def attach(self, token: int, budget: int) -> None:
         with self.lock:
             self.budgets[token] = budget
+            self.files.budget = min(self.budgets.values())
             if not self._own():
                 return
-            self._evict_for(0, keep=None)  # a smaller budget applies at once
+            self._shrink()  # a smaller budget applies at once
 
     def detach(self, token: int) -> bool:
         """Forget a handle; True when it was the last (the folder is then let go)."""
         with self.lock:
             self.budgets.pop(token, None)
             if self.budgets:
+                self.files.budget = min(self.budgets.values())
                 return False
             self.closed = True
             self._disown()
@@ -206,9 +255,9 @@ class _Folder:
             log.info("cache folder %s is free again: caching resumes", self.root)
         self.lock_fd, stale_after = taken
         self.owned = True
-        self.sizes = files.scan(self.root, stale_after)
-        self.used = sum(self.sizes.values())
-        self._evict_for(0, keep=None)  # the budget may have shrunk since the folder was filled
+        for path, size in files.scan(self.root, stale_after).items():
+            self.files.add(path, size)
+        self._shrink()  # the budget may have shrunk since the folder was filled
         return True
 
     def _refuse(self, why: str) -> bool:
@@ -221,61 +270,38 @@ class _Folder:
         if self.lock_fd is not None:
             os.close(self.lock_fd)  # releases the flock
         self.lock_fd, self.owned = None, False
-        self.sizes.clear()
-        self.used = 0
+        for path in self.files:
+            self.files.drop(path)
 
     # -- internals -----------------------------------------------------------------------
-    def _budget(self) -> int:
-        return min(self.budgets.values(), default=0)
-
     def _levels(self, folder: Path, index: int) -> list[str]:
         prefix = f"{index}."
-        return [p.name[len(prefix):] for p in self.sizes if p.parent == folder and p.name.startswith(prefix)]
+        return [p.name[len(prefix):] for p in self.files if p.parent == folder and p.name.startswith(prefix)]
 
     def _store(self, path: Path, data: bytes, replaces: list[Path]) -> bool:
         """Write ``path``, then drop ``replaces`` (never before: a failed write keeps them)."""
-        freed = sum(self.sizes.get(p, 0) for p in {path, *replaces})
-        in_use = sum(size for p, size in self.sizes.items() if p.parent == path.parent)
-        if in_use - freed + len(data) > self._budget():
+        freed = sum(self.files.cost(p) for p in set(replaces) - {path})
+        victims = self.files.plan(path, len(data), freed=freed)
+        if victims is None:
             return False  # cannot fit even with everything else evicted: evict nothing
-        self._evict_for(len(data) - freed, keep=path.parent)
-        if self.used - freed + len(data) > self._budget():
+        for victim in victims:
+            self._delete(victim)
+        if not self.files.fits(len(data), freed=freed + self.files.cost(path)):
             return False  # something could not be evicted
         try:
             files.write_atomic(path, data, sync_dir=bool(replaces))
         except OSError as exc:
             log.warning("could not cache %s: %s", self._name(path), exc)
             return False
-        self._remember(path, len(data))
+        self.files.add(path, len(data))
         for worse in replaces:
             if worse != path:
                 self._delete(worse)
         return True
 
-    def _evict_for(self, nbytes: int, keep: Path | None) -> None:
-        """Evict until ``nbytes`` more fit: the in-use template's other versions (oldest first),
-        then other templates least recently used first; never ``keep`` (the version in use)."""
-        for group in self._eviction_order(keep):
-            if self.used + nbytes <= self._budget():
-                return
-            for path in [p for p in self.sizes if group in p.parents and p.parent != keep]:
-                self._delete(path)
-
-    def _eviction_order(self, keep: Path | None) -> list[Path]:
-        templates = {p.parent.parent for p in self.sizes}
-        versions: list[Path] = []
-        if keep is not None:
-            templates.discard(keep.parent)
-            versions = sorted({p.parent for p in self.sizes if p.parent.parent == keep.parent} - {keep},
-                              key=lambda folder: int(folder.name))
-
-        def last_used(folder: Path) -> float:
-            try:
-                return (folder / USED).stat().st_mtime
-            except OSError:
-                return 0.0
-
-        return versions + sorted(templates, key=last_used)
+    def _shrink(self) -> None:
+        for victim in self.files.plan(None) or []:
+            self._delete(victim)
 
     def _delete(self, path: Path) -> None:
         try:
@@ -283,15 +309,7 @@ class _Folder:
         except OSError as exc:  # still on disk, so still counted
             log.warning("could not delete cached %s: %s", self._name(path), exc)
             return
-        self._forget(path)
-
-    def _remember(self, path: Path, size: int) -> None:
-        self._forget(path)
-        self.sizes[path] = size
-        self.used += size
-
-    def _forget(self, path: Path) -> None:
-        self.used -= self.sizes.pop(path, 0)
+        self.files.drop(path)
 
     def _name(self, path: Path) -> str:
         return str(path.relative_to(self.root))

@@ -1,9 +1,10 @@
 """One budgeted cache, for every tier that keeps bytes it may drop: a Serve replica's memory and
-node-local disk tiers and its manifest cache.
+node-local disk tiers, its manifest cache, and the phone's shard cache.
 
 :class:`Budget` is the bookkeeping they share: what each entry costs (bytes by default) and,
 when a new one does not fit, which entries go, as an :class:`EvictionPolicy` chooses (registered
-by name, as LMCache's storage backends take theirs; ``lru`` is the one there is).
+by name, as LMCache's storage backends take theirs: ``lru`` here, the phone's ``lru-template``
+in :mod:`sakura.edge_client`).
 :class:`MemoryCache` keeps values in memory, :class:`DiskCache` keeps files named by their
 sha256 under a folder, written atomically and verified on every read (a disk can rot).
 """
@@ -16,7 +17,7 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Callable, Generic, Hashable, Protocol, TypeVar
+from typing import Callable, Generic, Hashable, Iterable, Iterator, Protocol, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -31,8 +32,9 @@ class EvictionPolicy(Protocol):
     def forget(self, key: Hashable) -> None:
         """``key`` left the cache."""
 
-    def victim(self) -> Hashable:
-        """The entry to evict next (the cache is not empty)."""
+    def victims(self, incoming: Hashable | None) -> Iterable[Hashable]:
+        """The entries that may go to make room for ``incoming`` (None: to get back under a
+        smaller budget), first to go first; never ``incoming``, nor what the policy keeps for it."""
 
 
 class LeastRecentlyUsed:
@@ -46,15 +48,23 @@ class LeastRecentlyUsed:
     def forget(self, key: Hashable) -> None:
         self._order.pop(key, None)
 
-    def victim(self) -> Hashable:
-        return next(iter(self._order))
+    def victims(self, incoming: Hashable | None) -> list[Hashable]:
+        return [key for key in self._order if key != incoming]
 
 
 EVICTION_POLICIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LeastRecentlyUsed}
 
 
+def register_eviction(name: str, policy: Callable[[], EvictionPolicy]) -> None:
+    EVICTION_POLICIES[name] = policy
+
+
 class Budget(Generic[K]):
-    """What a cache's entries cost against ``budget`` (not thread-safe: the caches lock)."""
+    """What a cache's entries cost against ``budget`` (not thread-safe: the caches lock).
+
+    :meth:`admit` is the whole step for a cache whose evictions cannot fail. A cache whose can
+    (files a disk refuses to delete) takes it apart: :meth:`plan` the victims, remove them and
+    :meth:`drop` each one that went, then :meth:`add` the entry if it fits."""
 
     def __init__(self, budget: int, eviction: str = "lru") -> None:
         if budget < 0:
@@ -69,27 +79,51 @@ class Budget(Generic[K]):
     def __len__(self) -> int:
         return len(self._costs)
 
+    def __iter__(self) -> Iterator[K]:
+        return iter(list(self._costs))
+
+    def cost(self, key: K) -> int:
+        return self._costs.get(key, 0)
+
     def touch(self, key: K) -> bool:
         if key not in self._costs:
             return False
         self._policy.used(key)
         return True
 
-    def admit(self, key: K, cost: int) -> list[K] | None:
-        """Account for ``key`` at ``cost`` (replacing what it cost before); the entries evicted to
-        make room, or None if it can never fit (then nothing changes)."""
-        if cost > self.budget:
-            return None
+    def fits(self, cost: int, *, freed: int = 0) -> bool:
+        return self.used - freed + cost <= self.budget
+
+    def plan(self, key: K | None, cost: int = 0, *, freed: int = 0) -> list[K] | None:
+        """The entries to evict, in order, so that ``key`` fits at ``cost`` once ``freed`` more bytes
+        go (``key``'s present cost always does); None if it cannot fit whatever goes. Changes nothing."""
+        freed += self.cost(key) if key is not None else 0
+        excess = self.used - freed + cost - self.budget
+        victims: list[K] = []
+        for victim in self._policy.victims(key):
+            if excess <= 0:
+                break
+            victims.append(victim)  # type: ignore[arg-type]
+            excess -= self._costs[victim]  # type: ignore[index]
+        return victims if excess <= 0 else None
+
+    def add(self, key: K, cost: int) -> None:
+        """Account for ``key`` at ``cost`` (replacing what it cost before), evicting nothing."""
         self.drop(key)
         self._costs[key] = cost
         self.used += cost
         self._policy.used(key)
-        evicted: list[K] = []
-        while self.used > self.budget:
-            victim = self._policy.victim()
-            self.drop(victim)  # type: ignore[arg-type]
-            evicted.append(victim)  # type: ignore[arg-type]
-        return evicted
+
+    def admit(self, key: K, cost: int) -> list[K] | None:
+        """:meth:`add` after evicting what :meth:`plan` says; the entries evicted, or None if it can
+        never fit (then nothing changes)."""
+        victims = self.plan(key, cost)
+        if victims is None:
+            return None
+        for victim in victims:
+            self.drop(victim)
+        self.add(key, cost)
+        return victims
 
     def drop(self, key: K) -> None:
         if key in self._costs:

@@ -52,6 +52,19 @@ def test_least_recently_used_template_goes_first_and_the_one_in_use_stays(tmp_pa
     assert cache.used_bytes <= 300
 
 
+
+def test_a_template_is_evicted_only_as_far_as_room_is_needed_its_last_shards_first(tmp_path):
+    cache = ShardCache(tmp_path, 1000)
+    cache.touch("old")
+    assert cache.write_manifest("old", 1, b"{}")
+    for index in range(3):
+        assert cache.write("old", 1, index, "full", b"o" * 300, rank=RANK)
+    time.sleep(0.01)
+    cache.touch("new")
+    assert cache.write("new", 1, 0, "full", b"n" * 500, rank=RANK)  # 467 bytes too many (the manifest is 67): two shards go
+    assert [cache.levels("old", 1, i) for i in range(3)] == [["full"], [], []]
+    assert cache.read_manifest("old", 1) == b"{}"
+
 @per_run_seed
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 5), st.sampled_from(list(RANK)), st.integers(1, 400)),

@@ -71,3 +71,16 @@ def test_a_restarted_disk_cache_adopts_its_files_oldest_first_within_budget(tmp_
     assert again.get(sha(blobs[2])) == blobs[2]
     again.put(sha(b"n" * 40), b"n" * 40)  # blobs[1] is now the least recently used
     assert again.get(sha(blobs[1])) is None and again.get(sha(blobs[2])) == blobs[2]
+
+
+def test_a_plan_changes_nothing_counts_what_the_caller_frees_and_never_names_the_incoming_entry():
+    budget: Budget[str] = Budget(10)
+    budget.add("a", 4)
+    budget.add("b", 4)
+    assert budget.plan("c", 4) == ["a"] and budget.used == 8 and "a" in budget
+    assert budget.plan("c", 4, freed=2) == [] and budget.plan("b", 10) == ["a"]
+    assert budget.plan("c", 11) is None and budget.plan(None) == []
+    budget.budget = 5  # a smaller budget: plan(None) says what goes to get under it
+    assert budget.plan(None) == ["a"]
+    budget.add("c", 9)  # add never evicts: the caller asked plan first
+    assert budget.used == 17 and not budget.fits(0) and budget.fits(0, freed=12)
