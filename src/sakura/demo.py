@@ -19,14 +19,11 @@ import os
 import time
 from pathlib import Path
 
+from sakura.examples import TEMPLATES, trace_path
 from sakura.platform.images import save_grid
 from sakura.platform.traces import BandwidthTrace, load_trace
 from sakura.platform.verify import verify_model
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples" / "templates.yaml"
-SHARED_TRACE = REPO.parent / "shared" / "traces" / "norway-hsdpa" / "norway_tram_21"
-BUNDLED_TRACE = REPO / "examples" / "traces" / "norway_tram_21"
 #: How much two live edits of a 0.1-0.5 s model may differ by timing noise alone on a shared
 #: machine (an estimate): "no slower" allows that much.
 NOISE = 0.05
@@ -36,9 +33,9 @@ LIVE_REPEATS = 5  # live edits per template and policy; the median one is report
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sakura demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", type=Path, default=EXAMPLES)
+    parser.add_argument("--spec", type=Path, default=TEMPLATES)
     parser.add_argument("--out", type=Path, default=Path("demo-out"))
-    parser.add_argument("--trace", type=Path, default=SHARED_TRACE if SHARED_TRACE.exists() else BUNDLED_TRACE)
+    parser.add_argument("--trace", type=Path, default=trace_path("norway_tram_21"))
     parser.add_argument("--rtt-ms", type=float, default=40.0)
     args = parser.parse_args(argv)
     started = time.time()

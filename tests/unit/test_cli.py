@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from sakura.cli import main
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "templates.yaml"
+from sakura.examples import TEMPLATES as EXAMPLES
 
 
 @pytest.mark.parametrize("model", ["tiny-flux", "tiny-sd3"])

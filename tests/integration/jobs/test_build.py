@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,6 @@ from sakura.jobs.build import main as build
 from sakura.platform.levelfile import read_shard_payload
 from sakura.platform.library import TemplateLibrary
 from sakura.platform.store import open_store
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "templates.yaml"
 
 
 def write_spec(tmp_path: Path, images: dict[str, str]) -> Path:

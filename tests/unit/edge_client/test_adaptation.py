@@ -6,20 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from sakura.edge_client import EdgeSession, EditResult, make_policy
 from sakura.emulation import KernelLink, PacedDevice, TraceLink
+from sakura.examples import trace_path
 from sakura.platform.images import load_image
 from sakura.platform.models import ModelAdapter
 from sakura.platform.traces import BandwidthTrace, load_trace
 
-REPO = Path(__file__).resolve().parents[3]
-#: ../shared/traces beside the checkout, else the copy shipped in examples/traces/ (attributed in
-#: its README), so a fresh clone runs these tests too.
-TRACE_COPIES = (REPO.parent / "shared" / "traces" / "lumos-4g" / "4g_trace_driving_50174_dr",
-                REPO / "examples" / "traces" / "4g_trace_driving_50174_dr")
-TRACE = next((path for path in TRACE_COPIES if path.exists()), TRACE_COPIES[0])
+#: The bundled copy of a real 4G trace (sources in sakura/examples/traces/README.md).
+TRACE = trace_path("4g_trace_driving_50174_dr")
 WARM_AT, STEP_AT = 44.0, 53.8  # ~36 Mbit/s to learn the link; 0.2 s before the drop
 LAYER_S = 0.08  # the emulated phone's compute between two shards
 RTT_S = 0.03
@@ -52,7 +47,6 @@ def kernel_edit_over_step_down(port: int, model: ModelAdapter, policy: str, devi
             session.close()
 
 
-@pytest.mark.skipif(not TRACE.exists(), reason=f"needs one of {[str(p) for p in TRACE_COPIES]}")
 def test_policy_moves_later_shards_smaller_and_stalls_less_than_fixed_full(api, reference_model):
     device = PacedDevice(LAYER_S)
     full = edit_over_step_down(api.url, reference_model, "fixed-full", device)

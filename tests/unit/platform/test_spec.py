@@ -4,11 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from sakura.examples import TEMPLATES as EXAMPLES
 from sakura.platform.errors import SpecError
 from sakura.platform.spec import Task, load_spec
 from tests.unit.platform.test_images import decodes, write_huge_png  # noqa: F401 (decodes is a fixture)
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "templates.yaml"
 
 
 def test_example_spec_has_one_template_per_task():
