@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from sakura.jobs.builder import BuildJob, BuildSettings, TemplateBuilder, content_hash
@@ -9,7 +10,6 @@ from sakura.platform.codec import default_levels
 from sakura.platform.library import TemplateLibrary
 from sakura.platform.spec import parse_spec
 from sakura.platform.store import open_store
-
 
 #: A subprocess preamble that makes ``transformers`` look not installed (diffusers imports it
 #: whenever it is, so only this shows what a phone, which never installs it, can run).
@@ -34,7 +34,7 @@ def publish(library: TemplateLibrary, builder: TemplateBuilder, store_uri: str, 
     spec = parse_spec({"templates": [{"id": template_id, "task": "try_on", "image": image, "prompt": "p"}]},
                       source="test", base_dir=Path("."))
     entry = spec.templates[0]
-    builder.settings = BuildSettings(**{**builder.settings.__dict__, "store": store_uri})
+    builder = TemplateBuilder(replace(builder.settings, store=store_uri), adapter=builder.adapter)
     digest = content_hash(entry, spec.base_dir, builder.adapter.fingerprint, builder.settings)
     version = library.claim_version(template_id, digest)
     library.publish(builder.build(BuildJob(entry, ".", version, digest)).manifest)

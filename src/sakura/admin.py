@@ -7,7 +7,6 @@ import json
 import os
 
 from sakura.platform.library import RETIRE_GRACE_S, TemplateLibrary
-from sakura.platform.store import open_store
 
 DEFAULT_STORE = os.environ.get("SAKURA_STORE", "file://./sakura-data")
 
@@ -44,7 +43,7 @@ def _seconds(text: str) -> float:
 
 
 def _library(args: argparse.Namespace) -> TemplateLibrary:
-    return TemplateLibrary(open_store(args.store))
+    return TemplateLibrary.open(args.store)
 
 
 def catalog_ls(args: argparse.Namespace) -> int:

@@ -6,15 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sakura.examples import TEMPLATES
+from sakura.platform.errors import SakuraError
 from sakura.platform.images import fit_image, load_image
 from sakura.platform.levelfile import read_shard_payload
 from sakura.platform.library import TemplateLibrary
 from sakura.platform.manifest import Manifest
 from sakura.platform.models import EditRequest, Template
 from sakura.platform.spec import TemplateSpec, load_spec
-from sakura.platform.store import open_store
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "templates.yaml"
 #: The user's photo for each task (none of them a template image).
 USER_PHOTOS = {"face_swap": "skimage:lfw_subset/93", "try_on": "skimage:chelsea", "style_transfer": "skimage:astronaut"}
 DEFAULT_PHOTO = "skimage:rocket"
@@ -29,26 +29,18 @@ class TemplateCase:
 
 
 def build_examples(store_uri: str, spec: TemplateSpec, model: str = "reference", steps: int | None = None) -> None:
-    """Build and publish every template of ``spec`` that the library lacks (no Ray), for ``steps``
-    denoising steps (default: the model's)."""
-    from sakura.jobs.builder import BuildJob, BuildSettings, TemplateBuilder, content_hash
-    from sakura.platform.codec import default_levels
-    from sakura.platform.models.registry import default_steps
+    """Build and publish, through the build job (in this process, no Ray), every template of
+    ``spec`` the library lacks, for ``steps`` denoising steps (default: the model's)."""
+    from sakura.jobs.build import build_in_process
 
-    library = TemplateLibrary(open_store(store_uri))
-    settings = BuildSettings(model=model, levels=tuple(default_levels().values()), steps=steps or default_steps(model),
-                             store=store_uri)
-    builder = TemplateBuilder(settings)
-    for entry in spec.templates:
-        digest = content_hash(entry, spec.base_dir, builder.adapter.fingerprint, settings)
-        if library.versions(entry.id):
-            continue
-        version = library.claim_version(entry.id, digest)
-        library.publish(builder.build(BuildJob(entry, str(spec.base_dir), version, digest)).manifest)
+    failed = [row for row in build_in_process(spec, store_uri, model=model, steps=steps) if row.status == "failed"]
+    if failed:
+        raise SakuraError("building the evaluation's templates failed: "
+                          + "; ".join(f"{row.template_id}: {row.error}" for row in failed))
 
 
 def load_cases(store_uri: str, spec: TemplateSpec, resolution: int) -> list[TemplateCase]:
-    library = TemplateLibrary(open_store(store_uri))
+    library = TemplateLibrary.open(store_uri)
     cases = []
     for entry in spec.templates:
         manifest = library.manifest(entry.id)
@@ -62,5 +54,5 @@ def load_cases(store_uri: str, spec: TemplateSpec, resolution: int) -> list[Temp
     return cases
 
 
-def example_spec(path: Path = EXAMPLES) -> TemplateSpec:
+def example_spec(path: Path = TEMPLATES) -> TemplateSpec:
     return load_spec(path)

@@ -27,7 +27,7 @@ from sakura.platform.library import CLAIM_RENEW_S, TemplateLibrary
 from sakura.platform.models import load_model
 from sakura.platform.models.registry import default_steps
 from sakura.platform.spec import TemplateSpec, load_spec
-from sakura.platform.store import ObjectStore, StoreError, open_store
+from sakura.platform.store import StoreError, open_store
 
 
 @dataclass
@@ -79,31 +79,53 @@ def main(argv: list[str] | None = None) -> int:
 
 def preflight(args: argparse.Namespace) -> tuple[TemplateSpec, BuildSettings, TemplateLibrary, str]:
     """Validate spec (every image's header too), model and stores; nothing is written if any is wrong."""
-    spec = load_spec(args.spec)
-    adapter = load_model(args.model)
+    return prepare(load_spec(args.spec), model=args.model, store=args.store, tiers=dict(_parse_tier(t) for t in args.tier),
+                   steps=args.steps, strength=args.strength, calibration=args.calibration, source=str(args.spec))
+
+
+def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str] | None = None, steps: int | None = None,
+            strength: float = 1.0, calibration: int = 2, source: str = "spec",
+            ) -> tuple[TemplateSpec, BuildSettings, TemplateLibrary, str]:
+    """Check ``spec`` against ``model`` and open every store (each must be reachable): the build's
+    settings, its library and the model's fingerprint."""
+    adapter = load_model(model)
     for entry in spec.templates:
         if entry.resolution is not None and entry.resolution != adapter.resolution:
-            raise SakuraError(f"{args.spec}: template {entry.id!r}: field 'resolution': {entry.resolution} does not "
-                              f"match model {args.model!r} ({adapter.resolution})")
-    tiers = dict(_parse_tier(t) for t in args.tier)
+            raise SakuraError(f"{source}: template {entry.id!r}: field 'resolution': {entry.resolution} does not "
+                              f"match model {model!r} ({adapter.resolution})")
+    tiers = tiers or {}
     levels = tuple(default_levels().values())
     unknown = set(tiers) - {lv.name for lv in levels}
     if unknown:
         raise SakuraError(f"--tier names unknown levels {sorted(unknown)}")
-    stores: dict[str, ObjectStore] = {}
-    for uri in {args.store, *tiers.values()}:
+    for uri in {store, *tiers.values()}:
         try:
-            stores[uri] = open_store(uri)
-            stores[uri].check_reachable()
+            open_store(uri).check_reachable()
         except StoreError as exc:
             raise SakuraError(f"store {uri} is not usable: {exc}") from None
-    if not 0.0 < args.strength <= 1.0:
-        raise SakuraError(f"--strength must be in (0, 1], got {args.strength}")
-    settings = BuildSettings(model=args.model, levels=levels, steps=args.steps or default_steps(args.model),
-                             strength=args.strength,
-                             calibration=args.calibration, store=args.store, tiers=tuple(sorted(tiers.items())))
-    library = TemplateLibrary(stores[args.store], {lv: stores[uri] for lv, uri in tiers.items()})
+    if not 0.0 < strength <= 1.0:
+        raise SakuraError(f"--strength must be in (0, 1], got {strength}")
+    settings = BuildSettings(model=model, levels=levels, steps=steps or default_steps(model), strength=strength,
+                             calibration=calibration, store=store, tiers=tuple(sorted(tiers.items())))
+    library = TemplateLibrary.open(store, tiers)
     return spec, settings, library, adapter.fingerprint
+
+
+def build_in_process(spec: TemplateSpec, store: str, *, model: str, steps: int | None = None) -> list[Row]:
+    """The build job without Ray: the same checks, skip rule, claims and publish, one template after
+    another in this process (how the evaluation builds its libraries; it must not need a cluster).
+    A build that fails with a :class:`SakuraError` is a failed row; any other error propagates."""
+    spec, settings, library, fingerprint = prepare(spec, model=model, store=store, steps=steps)
+    rows, jobs = plan(spec, settings, library, fingerprint)
+    builder = TemplateBuilder(settings) if jobs else None
+    for job in jobs:
+        try:
+            outcome = builder.build(job)  # type: ignore[union-attr]
+        except SakuraError as exc:
+            rows.append(Row(job.entry.id, "failed", job.version, error=_first_line(exc)))
+            continue
+        rows.append(_publish(library, job, outcome))
+    return rows
 
 
 def plan(spec: TemplateSpec, settings: BuildSettings, library: TemplateLibrary, fingerprint: str) -> tuple[list[Row], list[BuildJob]]:
@@ -172,21 +194,24 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
                 idle.append(builder.remote(settings, threads=threads) if isinstance(exc, ray.exceptions.RayActorError) else actor)
                 continue
             idle.append(actor)
-            try:
-                library.publish(outcome.manifest)
-            except SakuraError as exc:  # its claim was abandoned, the store is down...
-                progress.update(job.entry.id, "failed", done=True)
-                rows.append(Row(job.entry.id, "failed", job.version, error=_first_line(exc)))
-                continue
-            progress.update(job.entry.id, f"published v{outcome.version} ({outcome.seconds:.1f} s)", done=True)
-            rows.append(Row(job.entry.id, "published", outcome.version, outcome.level_bytes,
-                            outcome.manifest.kv_bytes_fp16, outcome.seconds))
+            rows.append(row := _publish(library, job, outcome))
+            progress.update(job.entry.id, f"published v{row.version} ({row.seconds:.1f} s)"
+                            if row.status == "published" else "failed", done=True)
     finally:
         for actor in idle + [a for _, a in running.values()]:
             ray.kill(actor)
         if owns_ray:
             ray.shutdown()
     return rows
+
+
+def _publish(library: TemplateLibrary, job: BuildJob, outcome: BuildOutcome) -> Row:
+    try:
+        library.publish(outcome.manifest)
+    except SakuraError as exc:  # its claim was abandoned, the store is down...
+        return Row(job.entry.id, "failed", job.version, error=_first_line(exc))
+    return Row(job.entry.id, "published", outcome.version, outcome.level_bytes, outcome.manifest.kv_bytes_fp16,
+               outcome.seconds)
 
 
 def print_summary(rows: list[Row]) -> None:

@@ -7,23 +7,23 @@ run it directly. Publishing (the manifest) is the driver's job, after every file
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sakura.platform import layout
 from sakura.platform.codec import LevelSpec, encode_shard
-from sakura.platform.images import fit_image, image_bytes_identity, load_image
 from sakura.platform.context import encode_context
+from sakura.platform.images import fit_image, image_bytes_identity, load_image
 from sakura.platform.importance import from_attention, from_key_norms
 from sakura.platform.levelfile import ShardRow, build_level_file
-from sakura.platform.library import write_once
+from sakura.platform.library import TemplateLibrary, write_once
 from sakura.platform.manifest import ContextEntry, LevelEntry, Manifest, ModelRef, ScheduleRef, ShardEntry, TokenLayout
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template, load_model
 from sakura.platform.spec import TemplateEntry
-from sakura.platform.store import ObjectStore, open_store
 
 #: Calibration photos (user-side images whose attention ranks template tokens), per task.
 CALIBRATION = {
@@ -43,9 +43,6 @@ class BuildSettings:
     calibration: int = 2
     store: str = ""
     tiers: tuple[tuple[str, str], ...] = ()
-
-    def tier_uri(self, level: str) -> str:
-        return dict(self.tiers).get(level, self.store)
 
     def hash_material(self) -> dict:
         # format 2: versions ship source objects, so a rebuild of a format-1 version publishes anew
@@ -88,19 +85,18 @@ class TemplateBuilder:
             torch.set_num_threads(threads)  # one actor per CPU share: don't oversubscribe the node
         self.settings = settings
         self.adapter = adapter or load_model(settings.model)
-        self._stores: dict[str, ObjectStore] = {}
 
-    def _store(self, uri: str) -> ObjectStore:
-        if uri not in self._stores:
-            self._stores[uri] = open_store(uri)
-        return self._stores[uri]
+    @functools.cached_property
+    def library(self) -> TemplateLibrary:
+        """Where this builder writes: the library decides which store keeps each level."""
+        return TemplateLibrary.open(self.settings.store, dict(self.settings.tiers))
 
     def _write_context(self, template_id: str, version: int, name: str, array) -> ContextEntry:
         """A context or source object (prompt embeddings, reference latents), next to the
         version's other files; both kinds share one name space (the manifest checks it)."""
         data, shape, dtype = encode_context(array)
         key = layout.context_key(template_id, version, name)
-        write_once(self._store(self.settings.store), key, data)
+        write_once(self.library.store, key, data)
         return ContextEntry(name=name, key=key, shape=shape, dtype=dtype, length=len(data),
                             sha256=hashlib.sha256(data).hexdigest())
 
@@ -122,13 +118,12 @@ class TemplateBuilder:
             rows = [ShardRow(i, key, encode_shard(kv[key], level, scores[key])) for i, key in enumerate(keys)]
             data, locs = build_level_file(rows)
             object_key = layout.level_key(entry.id, job.version, level.name)
-            tier = s.tier_uri(level.name)
-            write_once(self._store(tier), object_key, data)  # never overwrites another build's file
-            levels.append(LevelEntry(name=level.name, store=None if tier == s.store else tier, key=object_key, bytes=len(data),
+            write_once(self.library.tier(level.name), object_key, data)  # never overwrites another build's file
+            levels.append(LevelEntry(name=level.name, store=self.library.tier_uri(level.name), key=object_key, bytes=len(data),
                                      spec=level.model_dump(mode="json")))
             locations[level.name] = locs
         importance_key = layout.importance_key(entry.id, job.version)
-        write_once(self._store(s.store), importance_key, scores.to_bytes())
+        write_once(self.library.store, importance_key, scores.to_bytes())
         context = [self._write_context(entry.id, job.version, name, array)
                    for name, array in sorted(adapter.template_context(template).items())]
         source = [self._write_context(entry.id, job.version, name, array)

@@ -98,12 +98,24 @@ class TemplateLibrary:
     def __init__(self, store: ObjectStore, tiers: dict[str, ObjectStore] | None = None) -> None:
         self.store = store
         self.tiers = dict(tiers or {})
+        self._tier_uris = {level: tier.uri for level, tier in self.tiers.items()}
         self._opened: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, uri: str, tiers: dict[str, str] | None = None) -> TemplateLibrary:
+        """The library at ``uri`` whose new versions keep the levels named in ``tiers`` on those stores."""
+        library = cls(open_store(uri), {level: open_store(tier) for level, tier in (tiers or {}).items()})
+        library._tier_uris.update(tiers or {})  # as given: an s3:// store's own uri drops its ?endpoint=
+        return library
 
     def tier(self, level: str) -> ObjectStore:
         """Where a new version's ``level`` file is written."""
         return self.tiers.get(level, self.store)
+
+    def tier_uri(self, level: str) -> str | None:
+        """What a new version's manifest records as the store of its ``level`` file (None: the root)."""
+        return self._tier_uris.get(level)
 
     def level_store(self, level: LevelEntry) -> ObjectStore:
         """Where a published version's level file is: the tier its manifest records, else the root.

@@ -4,12 +4,13 @@ builder run in-process, with failures injected at exact points."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from sakura.jobs.build import Row, plan
-from sakura.jobs.builder import BuildJob, BuildSettings, content_hash
+from sakura.jobs.builder import BuildJob, BuildSettings, TemplateBuilder, content_hash
 from sakura.platform import layout
 from sakura.platform.codec import default_levels
 from sakura.platform.library import TemplateLibrary
@@ -78,7 +79,7 @@ def test_the_builder_never_overwrites_a_level_file(tmp_path):
     library = TemplateLibrary(open_store(uri))
     manifest = build_files(library, "tpl")  # another build's file is at versions/1/compact.parquet
     builder = make_builder()
-    builder.settings = BuildSettings(**{**builder.settings.__dict__, "store": uri})
+    builder = TemplateBuilder(replace(builder.settings, store=uri), adapter=builder.adapter)
     spec = parse_spec({"templates": [{"id": "tpl", "task": "try_on", "image": "skimage:brick", "prompt": "p"}]},
                       source="test", base_dir=Path("."))
     digest = content_hash(spec.templates[0], spec.base_dir, builder.adapter.fingerprint, builder.settings)
