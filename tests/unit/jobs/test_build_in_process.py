@@ -1,0 +1,36 @@
+"""The build job without Ray (what the evaluation builds through): the job's skip rule, claims
+and publish, and its checks before anything is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from sakura.examples import TEMPLATES
+from sakura.jobs.build import build_in_process
+from sakura.platform.errors import SakuraError
+from sakura.platform.library import TemplateLibrary
+from sakura.platform.spec import load_spec, parse_spec
+
+
+def one_template(resolution: int | None = None):
+    spec = load_spec(TEMPLATES)
+    entry = spec.templates[0].model_dump(mode="json") | {"resolution": resolution}
+    return parse_spec({"templates": [entry]}, source="test", base_dir=spec.base_dir)
+
+
+def test_a_second_build_of_the_same_content_publishes_nothing(tmp_path):
+    uri = f"file://{tmp_path}/lib"
+    spec = one_template()
+    first = build_in_process(spec, uri, model="reference", steps=1)
+    assert [(r.status, r.version) for r in first] == [("published", 1)]
+    again = build_in_process(spec, uri, model="reference", steps=1)
+    assert [(r.status, r.version) for r in again] == [("unchanged", 1)]
+    other_steps = build_in_process(spec, uri, model="reference", steps=2)  # other content: a new version
+    assert [(r.status, r.version) for r in other_steps] == [("published", 2)]
+    assert TemplateLibrary.open(uri).versions(spec.templates[0].id) == [1, 2]
+
+
+def test_a_spec_the_model_cannot_build_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(SakuraError, match="resolution"):
+        build_in_process(one_template(resolution=64), f"file://{tmp_path}/lib", model="reference")
+    assert not (tmp_path / "lib").exists() or not any((tmp_path / "lib").rglob("*.json"))
