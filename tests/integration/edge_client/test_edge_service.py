@@ -14,7 +14,7 @@ from sakura.platform.images import load_image
 from sakura.platform.models import load_model
 from tests.helpers import exact_edit, make_library
 from tests.integration.conftest import serve_apps
-from tests.unit.edge_client.test_adaptation import LAYER_S, TRACE, TRACE_COPIES, kernel_edit_over_step_down
+from tests.unit.edge_client.test_adaptation import LAYER_S, kernel_edit_over_step_down
 
 TEMPLATE_IMAGE, PHOTO = "skimage:astronaut", "skimage:coffee"
 
@@ -59,7 +59,6 @@ def test_edit_through_serve_equals_the_exact_kv_output_at_full(service, model, p
 def test_adaptation_on_a_kernel_shaped_link(service, model):
     ok, why = kernel_link_support()
     require(ok, f"kernel link emulation unavailable here: {why}")
-    require(TRACE.exists(), f"the Lumos 4G step-down trace is in none of {[str(p) for p in TRACE_COPIES]}")
     _, port = service
     device = PacedDevice(LAYER_S)
     full, mpc = (kernel_edit_over_step_down(port, model, policy, device) for policy in ("fixed-full", "mpc"))
