@@ -31,7 +31,7 @@ from typing import Callable
 
 from sakura.edge_client import _cache_files as files
 from sakura.edge_client._cache_files import MANIFEST, USED, log
-from sakura.edge_client.errors import CachePathError
+from sakura.edge_client.errors import CachePathError, ConfigError
 from sakura.platform import layout
 from sakura.platform.caching import Budget, register_eviction
 from sakura.platform.ids import validate_template_id
@@ -42,7 +42,7 @@ class ShardCache:
 
     def __init__(self, directory: str | Path, budget_bytes: int) -> None:
         if isinstance(budget_bytes, bool) or budget_bytes < 0:
-            raise ValueError("the cache budget must be >= 0 bytes")
+            raise ConfigError("the cache budget must be >= 0 bytes")
         root = Path(directory).expanduser()
         root.mkdir(parents=True, exist_ok=True)
         self.dir = root.resolve(strict=True)

@@ -17,11 +17,13 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
+from sakura.edge_client.errors import ConfigError
+
 
 class ComputeModel:
     def __init__(self, alpha: float = 0.5) -> None:
         if not 0 < alpha <= 1:
-            raise ValueError("alpha must be in (0, 1]")
+            raise ConfigError("alpha must be in (0, 1]")
         self.alpha = alpha
         self._startup: dict[str, float] = {}
         self._gaps: dict[str, dict[int, float]] = defaultdict(dict)

@@ -36,7 +36,7 @@ from sakura.edge_client._streaming_kv import POLL_S, StreamingKV
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client._validation import ShardLimits
 from sakura.edge_client.device import Device
-from sakura.edge_client.errors import EdgeError, EditCancelled, PolicyError
+from sakura.edge_client.errors import ConfigError, EdgeError, EditCancelled, PolicyError
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.planning import (
     COMPUTE,
@@ -86,7 +86,7 @@ class EditPipeline:
         #: Per shard being downloaded: set when the phone computed it, which stops the download.
         self._superseded: dict[int, threading.Event] = {}
         if max_in_flight < 1:
-            raise ValueError("max_in_flight must be >= 1")
+            raise ConfigError("max_in_flight must be >= 1")
         self.max_in_flight = max_in_flight
         self.model = manifest.model.name
         self.cancel = cancel or threading.Event()

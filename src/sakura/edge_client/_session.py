@@ -27,6 +27,7 @@ from sakura.edge_client._transport import MIN_USEFUL_RATE, HttpTransport
 from sakura.edge_client._urls import UrlPolicy
 from sakura.edge_client._validation import MAX_EDIT_STEPS, accept_manifest, check_request
 from sakura.edge_client.device import Device
+from sakura.edge_client.errors import WrongModel, raises_edge_errors
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.link import Link
 from sakura.edge_client.planning import COMPUTE
@@ -34,7 +35,6 @@ from sakura.edge_client.policy import LevelPolicy, asks_first_shard, make_policy
 from sakura.edge_client.timeline import Timeline
 from sakura.platform import http_api, layout
 from sakura.platform.context import decode_context
-from sakura.platform.errors import ModelError
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import fit_image
 from sakura.platform.manifest import MAX_MANIFEST_BYTES, ManifestError, PhoneManifest, PhoneModel, PhoneObject
@@ -105,6 +105,7 @@ class EdgeSession:
             self.cache.close()
 
     # -- manifests -----------------------------------------------------------------------
+    @raises_edge_errors
     def manifest(self, template: str, version: int | str = "latest", *, cancel: threading.Event | None = None) -> PhoneManifest:
         """The manifest of ``template`` at a version number or alias (numeric ones come from the cache)."""
         validate_template_id(template)
@@ -127,6 +128,7 @@ class EdgeSession:
             self.cache.write_manifest(template, manifest.version, body)
         return manifest
 
+    @raises_edge_errors
     def preamble(self, template: str, version: int | str = "latest", *, source: bool = False,
                  cancel: threading.Event | None = None) -> tuple[PhoneManifest, dict[str, bytes]]:
         """The manifest and the encoded context (and, with ``source``, source) objects the server
@@ -154,6 +156,7 @@ class EdgeSession:
             self.estimator.observe(len(reply.body), max(time.monotonic() - started - self.estimator.rtt_s, 1e-6))
         return manifest, objects
 
+    @raises_edge_errors
     def context(self, manifest: PhoneManifest, *, cancel: threading.Event | None = None,
                 bundled: dict[str, bytes] | None = None) -> dict[str, np.ndarray]:
         """The template's context objects (e.g. prompt embeddings), verified and decoded; the
@@ -161,6 +164,7 @@ class EdgeSession:
         ``bundled``: encoded objects that came with the manifest (:meth:`preamble`)."""
         return self._objects(manifest, "context", http_api.context_path, cancel, bundled or {})
 
+    @raises_edge_errors
     def source(self, manifest: PhoneManifest, *, cancel: threading.Event | None = None,
                bundled: dict[str, bytes] | None = None) -> dict[str, np.ndarray]:
         """What the model computes the template KV from (``ModelAdapter.template_source``),
@@ -184,6 +188,7 @@ class EdgeSession:
         self.estimator.observe(len(got.data), max(busy, 1e-6))
         return got.data
 
+    @raises_edge_errors
     def model_for(self, ref: PhoneModel) -> ModelAdapter:
         """The on-device model a manifest was built for; refuses a template built for another model."""
         with self._lock:
@@ -191,11 +196,12 @@ class EdgeSession:
             if adapter is None:
                 adapter = self._models[ref.name] = self._load_model(ref.name)
         if adapter.fingerprint != ref.fingerprint:
-            raise ModelError(f"template was built for model {ref.name} {ref.fingerprint[:12]}; "
+            raise WrongModel(f"template was built for model {ref.name} {ref.fingerprint[:12]}; "
                              f"this device has {adapter.fingerprint[:12]}")
         return adapter
 
     # -- editing -------------------------------------------------------------------------
+    @raises_edge_errors
     def edit(
         self,
         image: np.ndarray,

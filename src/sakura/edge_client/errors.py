@@ -1,8 +1,20 @@
-"""Typed errors of the edge client. Each carries the stable ``code`` of :class:`SakuraError`."""
+"""Typed errors of the edge client: every error it raises is an :class:`EdgeError`, with the
+stable ``code`` of :class:`SakuraError`.
+
+What the shared core raises on the phone's behalf (a manifest that does not parse, a shard that
+does not decode, a bad template id) reaches the app as the edge counterpart of that error, which
+is both an :class:`EdgeError` and the core's type (``except ManifestError`` still catches it).
+"""
 
 from __future__ import annotations
 
-from sakura.platform.errors import SakuraError
+import functools
+from typing import Callable, ParamSpec, TypeVar
+
+from sakura.platform.context import ContextError
+from sakura.platform.errors import CodecError, ImageError, InvalidTemplateId, ModelError, SakuraError, UnknownModel
+from sakura.platform.layout import InvalidName
+from sakura.platform.manifest import ManifestError
 
 
 class EdgeError(SakuraError):
@@ -25,8 +37,9 @@ class ServerError(EdgeError):
         self.status, self.server_code = status, server_code
 
 
-class ShardCorrupt(EdgeError, ValueError):
-    """A shard's bytes kept failing their sha256 or length check: never used, refetched until this."""
+class ShardCorrupt(EdgeError, CodecError):
+    """A shard's bytes kept failing their sha256 or length check (never used, refetched until
+    this), or passed it and still do not decode."""
 
     code = "shard_corrupt"
 
@@ -55,3 +68,78 @@ class EditCancelled(EdgeError):
 
 class PolicyError(EdgeError, ValueError):
     code = "invalid_policy"
+
+
+class InvalidManifest(EdgeError, ManifestError):
+    """A manifest or preamble from the server is malformed, for another template, or one this
+    device's model cannot take."""
+
+    code = "invalid_manifest"
+
+
+class InvalidObject(EdgeError, ContextError):
+    """A context or source object that passed its sha256 does not decode to what its entry says."""
+
+    code = "invalid_object"
+
+
+class WrongModel(EdgeError, ModelError):
+    """The template was built for another model than the one this device has (or the model failed)."""
+
+    code = "model_error"
+
+
+class UnknownDeviceModel(EdgeError, UnknownModel):
+    """The manifest names a model this device cannot load."""
+
+    code = "unknown_model"
+
+
+class InvalidRequest(EdgeError, InvalidName, InvalidTemplateId):
+    """The app asked for a template id or version that is not one (see the project's grammars)."""
+
+    code = "invalid_request"
+
+
+class InvalidPhoto(EdgeError, ImageError):
+    """The photo the app passed is not an image the model can take."""
+
+    code = "invalid_image"
+
+
+#: The edge counterpart of each core error the phone path can raise, most specific first.
+_COUNTERPARTS: tuple[tuple[type[SakuraError], type[EdgeError]], ...] = (
+    (ManifestError, InvalidManifest), (ContextError, InvalidObject), (CodecError, ShardCorrupt),
+    (UnknownModel, UnknownDeviceModel), (ModelError, WrongModel), (InvalidName, InvalidRequest),
+    (InvalidTemplateId, InvalidRequest), (ImageError, InvalidPhoto),
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def as_edge_error(exc: SakuraError) -> EdgeError:
+    """``exc`` as the edge error an app sees (itself if it is one already)."""
+    if isinstance(exc, EdgeError):
+        return exc
+    kind = next((edge for core, edge in _COUNTERPARTS if isinstance(exc, core)), None)
+    if kind is not None:
+        return kind(str(exc))
+    error = EdgeError(str(exc))
+    error.code = exc.code
+    return error
+
+
+def raises_edge_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """Decorate a public method so that every :class:`SakuraError` leaves it as an :class:`EdgeError`."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except EdgeError:
+            raise
+        except SakuraError as exc:
+            raise as_edge_error(exc) from exc
+
+    return wrapper

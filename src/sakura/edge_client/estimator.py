@@ -13,6 +13,8 @@ import math
 import threading
 from dataclasses import dataclass
 
+from sakura.edge_client.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -32,7 +34,7 @@ class BandwidthEstimator:
 
     def __init__(self, window: int = 5, half_life_s: float = 2.0, initial_bytes_per_s: float | None = None) -> None:
         if window < 1 or half_life_s <= 0:
-            raise ValueError("window must be >= 1 and half_life_s > 0")
+            raise ConfigError("window must be >= 1 and half_life_s > 0")
         self.window, self.half_life_s = window, half_life_s
         self._samples: collections.deque[float] = collections.deque(maxlen=window)
         self._errors: collections.deque[float] = collections.deque(maxlen=window)

@@ -20,7 +20,7 @@ import pytest
 
 from sakura.edge_client import EdgeSession, EditResult, RetryPolicy
 from sakura.edge_client._urls import UrlPolicy
-from sakura.edge_client.errors import ConfigError, RedirectError, ServerError, TransportError
+from sakura.edge_client.errors import ConfigError, EdgeError, RedirectError, ServerError, TransportError
 from sakura.platform import http_api
 from sakura.platform.errors import CodecError, SakuraError, UnknownModel
 from sakura.platform.images import load_image
@@ -238,7 +238,7 @@ def test_a_level_name_that_climbs_out_of_the_cache_is_refused(hostile, reference
 ])
 def test_numbers_the_model_cannot_take_are_refused_before_any_shard(hostile, reference_model, tmp_path, scenario, error):
     outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
-    assert isinstance(outcome, error), outcome
+    assert isinstance(outcome, error) and isinstance(outcome, EdgeError), outcome
     assert {r.path for r in hostile.requests(scenario)} == {"/v1/templates/portrait/versions/latest/preamble"}
     assert elapsed < 4 * TIMEOUT_S
 
@@ -247,7 +247,7 @@ def test_a_model_name_from_the_network_never_becomes_a_path(hostile, reference_m
     from sakura.platform.models import load_named_model
 
     outcome, _ = attack(hostile, "model-path", reference_model, tmp_path, models=load_named_model)
-    assert isinstance(outcome, UnknownModel)
+    assert isinstance(outcome, UnknownModel) and isinstance(outcome, EdgeError)
 
 
 @pytest.mark.parametrize("scenario,error,match", [

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sakura.edge_client import EdgeSession
-from sakura.edge_client.errors import EditCancelled, ServerError
+from sakura.edge_client.errors import EdgeError, EditCancelled, ServerError
 from sakura.emulation import TraceLink
 from sakura.evaluation import psnr_db
 from sakura.platform.errors import ModelError
@@ -105,8 +105,9 @@ def test_unknown_template_and_bad_versions_are_typed_errors(api, reference_model
             session.edit(load_image(PHOTO), "no-such-template")
         assert err.value.status == 404
         for bad in ("../x", "0", -1, True):
-            with pytest.raises(InvalidName):
+            with pytest.raises(InvalidName) as err:
                 session.edit(load_image(PHOTO), "portrait", version=bad)
+            assert isinstance(err.value, EdgeError) and err.value.code == "invalid_request"
 
 
 def test_a_template_for_another_model_is_refused(api):
@@ -114,8 +115,9 @@ def test_a_template_for_another_model_is_refused(api):
 
     other = load_model("tiny-flux")
     with EdgeSession(api.url, models=lambda _: other) as session:
-        with pytest.raises(ModelError, match="built for model"):
+        with pytest.raises(ModelError, match="built for model") as err:
             session.edit(load_image(PHOTO), "portrait")
+        assert isinstance(err.value, EdgeError)
 
 
 def test_cancel_stops_a_slow_edit_promptly_and_leaves_no_thread(api, reference_model):
