@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+from typing import Callable
 
-from sakura.platform.library import RETIRE_GRACE_S, TemplateLibrary
+from sakura.platform.library import RETIRE_GRACE_S, TemplateLibrary, UnknownTemplate
 
 DEFAULT_STORE = os.environ.get("SAKURA_STORE", "file://./sakura-data")
 
@@ -32,7 +34,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     for parser, run in ((ls, catalog_ls), (show, catalog_show), (alias_set, set_alias), (gc, collect)):
         parser.add_argument("--store", default=DEFAULT_STORE, help=f"library root (default {DEFAULT_STORE})")
         parser.add_argument("--json", action="store_true")
-        parser.set_defaults(run=run)
+        parser.set_defaults(run=_suggesting(run))
 
 
 def _seconds(text: str) -> float:
@@ -44,6 +46,19 @@ def _seconds(text: str) -> float:
 
 def _library(args: argparse.Namespace) -> TemplateLibrary:
     return TemplateLibrary.open(args.store)
+
+
+def _suggesting(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run``, whose unknown-template errors name the closest published ids."""
+
+    @functools.wraps(run)
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except UnknownTemplate as exc:
+            raise exc.suggest(_library(args).templates()) from None
+
+    return wrapper
 
 
 def catalog_ls(args: argparse.Namespace) -> int:
@@ -88,6 +103,8 @@ def collect(args: argparse.Namespace) -> int:
     """gc every template (versions past their grace period), then its orphaned claims' files."""
     library = _library(args)
     templates = [args.template] if args.template else library.templates(unpublished=True)
+    if args.template and args.template not in library.templates(unpublished=True):
+        raise UnknownTemplate(args.template)
     deleted, orphans = {}, {}
     for t in templates:
         deleted[t] = library.gc(t, args.keep, grace_s=args.grace)

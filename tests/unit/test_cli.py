@@ -46,3 +46,9 @@ def test_console_script_is_installed():
     proc = subprocess.run([str(exe), "models", "list", "--json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "tiny-sd3" in json.loads(proc.stdout)
+
+
+def test_a_template_id_typo_names_the_closest_published_ids(ref_library, capsys):
+    for argv in (["catalog", "show", "portrat"], ["alias", "set", "portrat", "stable", "1"], ["gc", "--keep", "1", "--template", "portrat"]):
+        assert main([*argv, "--store", ref_library]) == 1, argv
+        assert capsys.readouterr().err.strip() == "sakura: error: unknown template 'portrat'; did you mean 'portrait'?"

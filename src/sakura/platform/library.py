@@ -39,6 +39,7 @@ mark was written is reinstated at once. A version that gc finds aliased after it
 from __future__ import annotations
 
 import contextlib
+import difflib
 import logging
 import threading
 import time
@@ -82,6 +83,22 @@ log = logging.getLogger("sakura.library")
 
 class LibraryError(SakuraError, LookupError):
     code = "not_found"
+
+
+class UnknownTemplate(LibraryError):
+    """No version of the template was ever published (a typo, most often): ``suggestions`` are
+    the closest ids the caller knows of."""
+
+    code = "unknown_template"
+
+    def __init__(self, template_id: str, suggestions: Iterable[str] = ()) -> None:
+        self.template_id, self.suggestions = template_id, list(suggestions)
+        hint = f"; did you mean {' or '.join(map(repr, self.suggestions))}?" if self.suggestions else ""
+        super().__init__(f"unknown template {template_id!r}{hint}")
+
+    def suggest(self, known: Iterable[str]) -> UnknownTemplate:
+        """The same error with the ids of ``known`` closest to the one asked for."""
+        return UnknownTemplate(self.template_id, difflib.get_close_matches(self.template_id, list(known), n=3, cutoff=0.6))
 
 
 class VersionRetired(LibraryError):
@@ -161,6 +178,8 @@ class TemplateLibrary:
         try:
             return AliasDoc.from_bytes(self.store.get(layout.alias_key(template_id, ref))).version
         except NotFound:
+            if not self.versions(template_id):
+                raise UnknownTemplate(template_id) from None
             raise LibraryError(f"template {template_id!r} has no alias {ref!r}") from None
 
     def manifest(self, template_id: str, ref: int | str = LATEST) -> Manifest:
@@ -248,6 +267,8 @@ class TemplateLibrary:
         document that cannot be read, still by compare-and-swap on its current ETag, and logs it."""
         layout.validate_alias(alias)
         if self.store.head(layout.manifest_key(template_id, version)) is None:
+            if not self.versions(template_id):
+                raise UnknownTemplate(template_id)
             raise LibraryError(f"template {template_id!r} has no published version {version}")
         if mark_state(self.store, template_id, version) == DELETING:
             raise VersionRetired(f"template {template_id!r} version {version} is being deleted by gc")

@@ -22,7 +22,7 @@ from sakura.platform import layout
 from sakura.platform.caching import DiskCache, MemoryCache
 from sakura.platform.ids import validate_template_id
 from sakura.platform.levelfile import ShardIntegrityError, verify_payload
-from sakura.platform.library import AliasUnreadable, LibraryError, TemplateLibrary, VersionRetired
+from sakura.platform.library import AliasUnreadable, LibraryError, TemplateLibrary, UnknownTemplate, VersionRetired
 from sakura.platform.manifest import ContextEntry, Manifest, ShardLocation
 from sakura.platform.store import NotFound, ObjectStore, RetryingStore, StoreError, TransientStoreError, open_store
 from sakura.serve import errors
@@ -30,6 +30,9 @@ from sakura.serve.config import ServeConfig
 from sakura.serve.metrics import ServeMetrics
 
 log = logging.getLogger("sakura.serve")
+#: How old the catalogue listing that unknown-template suggestions come from may be (an estimate:
+#: a new template is suggested within a minute; a flood of typos costs one listing a minute).
+KNOWN_IDS_TTL_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class ShardReader:
             config.manifest_cache_entries, cost=lambda _: 1)  # a budget of entries
         self._aliases: dict[tuple[str, str], tuple[float, int]] = {}
         self._root_seen: tuple[float, bool] | None = None
+        self._known_ids: tuple[float, list[str]] | None = None
         self._lock = threading.Lock()
 
     # -- catalogue -----------------------------------------------------------------------
@@ -100,7 +104,7 @@ class ShardReader:
         except NotFound as exc:
             raise self._fault(exc) from None
         if not versions:
-            raise self._missing(f"unknown template {template_id!r}")
+            raise self._unknown(template_id)
         return {"id": template_id, "versions": versions, "aliases": aliases}
 
     # -- manifests -----------------------------------------------------------------------
@@ -117,6 +121,8 @@ class ShardReader:
             return cached[1], True
         try:
             version = self.library.resolve(template_id, ref)
+        except UnknownTemplate:
+            raise self._unknown(template_id) from None
         except LibraryError:
             raise self._missing(f"template {template_id!r} has no alias {ref!r}") from None
         with self._lock:
@@ -258,6 +264,24 @@ class ShardReader:
     def _missing(self, message: str) -> errors.ApiError:
         """A 404 for what the library lacks, unless the store's root is gone (an outage)."""
         return errors.not_found(message) if self._root_present() else errors.store_outage()
+
+    def _unknown(self, template_id: str) -> errors.ApiError:
+        """A 404 ``unknown_template`` naming the closest published ids (from a catalogue listing
+        at most every ``KNOWN_IDS_TTL_S``: a typo never costs a listing per request)."""
+        if not self._root_present():
+            return errors.store_outage()
+        now = time.monotonic()
+        with self._lock:
+            known = self._known_ids
+        if known is None or now - known[0] >= KNOWN_IDS_TTL_S:
+            try:
+                known = (now, self.library.templates())
+            except StoreError as exc:
+                log.warning("no suggestions for %r: the catalogue cannot be listed: %s", template_id, exc)
+                known = (now, [])
+            with self._lock:
+                self._known_ids = known
+        return errors.ApiError(404, "unknown_template", str(UnknownTemplate(template_id).suggest(known[1])))
 
     def _gone(self, template_id: str, version: int) -> errors.ApiError:
         """The version's manifest is not in the store: forget it and everything resolved to it."""

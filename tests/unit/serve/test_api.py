@@ -69,7 +69,8 @@ def test_shard_bytes_etag_304_and_ranges(client):
 
 
 @pytest.mark.parametrize("url, status, code", [
-    ("/v1/templates/nope/versions", 404, "not_found"),
+    ("/v1/templates/nope/versions", 404, "unknown_template"),
+    ("/v1/templates/nope/versions/latest/manifest", 404, "unknown_template"),
     ("/v1/templates/NOPE!/versions", 400, "invalid_template_id"),
     ("/v1/templates/..%2F..%2Fetc/versions/1/manifest", 404, "not_found"),
     ("/v1/templates/..%2e/versions/1/manifest", 400, "invalid_template_id"),
@@ -98,6 +99,15 @@ def test_bad_requests_get_typed_errors(client, url, status, code):
     r = client.get(url)
     assert r.status_code == status, r.text
     assert r.json()["code"] == code
+
+
+def test_an_unknown_template_is_named_with_the_closest_published_ids(client):
+    for url in ("/v1/templates/tqp/versions", "/v1/templates/tqp/versions/latest/manifest"):
+        r = client.get(url)
+        assert r.status_code == 404 and r.json()["code"] == "unknown_template", r.text
+        assert r.json()["message"] == "unknown template 'tqp'; did you mean 'tpl'?"
+    far = client.get("/v1/templates/zzzzzz/versions/latest/manifest").json()
+    assert far["message"] == "unknown template 'zzzzzz'"
 
 
 @pytest.mark.parametrize("header, span", [
