@@ -8,32 +8,35 @@ import json
 import os
 from typing import Callable
 
+from sakura._argparse import group
 from sakura.platform.library import RETIRE_GRACE_S, TemplateLibrary, UnknownTemplate
 
 DEFAULT_STORE = os.environ.get("SAKURA_STORE", "file://./sakura-data")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    catalog = commands.add_parser("catalog", help="list and inspect published templates").add_subparsers(title="catalog")
+    catalog = group(commands, "catalog", help="list and inspect published templates")
     ls = catalog.add_parser("ls", help="templates with their versions and aliases")
     show = catalog.add_parser("show", help="one version's manifest summary")
-    show.add_argument("template")
-    show.add_argument("--version", default="latest", help="number or alias (default latest)")
-    alias = commands.add_parser("alias", help="move aliases (pin, roll back)").add_subparsers(title="alias")
+    show.add_argument("template", help="template id")
+    show.add_argument("--version", default="latest", help="number or alias")
+    alias = group(commands, "alias", help="move aliases (pin, roll back)")
     alias_set = alias.add_parser("set", help="point ALIAS of TEMPLATE at VERSION")
-    alias_set.add_argument("template")
-    alias_set.add_argument("alias")
-    alias_set.add_argument("version", type=int)
+    alias_set.add_argument("template", help="template id")
+    alias_set.add_argument("alias", help="alias name, e.g. latest or stable")
+    alias_set.add_argument("version", type=int, help="a published version number")
     alias_set.add_argument("--force", action="store_true",
                            help="overwrite an alias document that cannot be read (still compare-and-swap; logged)")
     gc = commands.add_parser("gc", help="delete old unreferenced versions and orphaned builds")
     gc.add_argument("--keep", type=int, required=True, help="newest versions to keep per template")
     gc.add_argument("--grace", type=_seconds, default=RETIRE_GRACE_S, metavar="SECONDS",
-                    help=f"keep a version this long after it stops being aliased (default {RETIRE_GRACE_S:.0f})")
-    gc.add_argument("--template", help="only this template")
+                    help="keep a version this long after it stops being aliased")
+    gc.add_argument("--template", help="only this template (default: every template)")
+    gc.add_argument("--dry-run", action="store_true", help="say which versions gc would retire; change nothing")
     for parser, run in ((ls, catalog_ls), (show, catalog_show), (alias_set, set_alias), (gc, collect)):
-        parser.add_argument("--store", default=DEFAULT_STORE, help=f"library root (default {DEFAULT_STORE})")
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--store", default=DEFAULT_STORE, help="library root: file://DIR or s3://bucket/prefix "
+                            "(SAKURA_STORE sets the default)")
+        parser.add_argument("--json", action="store_true", help="print JSON")
         parser.set_defaults(run=_suggesting(run))
 
 
@@ -105,6 +108,15 @@ def collect(args: argparse.Namespace) -> int:
     templates = [args.template] if args.template else library.templates(unpublished=True)
     if args.template and args.template not in library.templates(unpublished=True):
         raise UnknownTemplate(args.template)
+    if args.dry_run:
+        doomed = {t: library.gc_candidates(t, args.keep) for t in templates}
+        if args.json:
+            print(json.dumps(doomed))
+            return 0
+        for t, versions in doomed.items():
+            print(f"{t}: would retire {versions or 'nothing'}"
+                  + (f" (deleted once unaliased for {args.grace:.0f} s)" if versions else ""))
+        return 0
     deleted, orphans = {}, {}
     for t in templates:
         deleted[t] = library.gc(t, args.keep, grace_s=args.grace)

@@ -1,12 +1,19 @@
-"""The ``sakura`` command."""
+"""The ``sakura`` command.
+
+Every error is one line on stderr (what, which input, what to do) and a non-zero exit;
+``--debug`` (anywhere on the line) or ``SAKURA_DEBUG=1`` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Sequence
 
+from sakura import __version__
+from sakura._argparse import HelpFormatter, SubcommandParser, group
 from sakura.platform.errors import SakuraError
 
 #: Commands that are whole programs of their own; their flags are theirs (`sakura build --help`).
@@ -21,36 +28,55 @@ DELEGATED = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("SAKURA_DEBUG", "") not in ("", "0")
+    argv = [arg for arg in argv if arg != "--debug"]
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("sakura: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # every error is one line, unless asked for the traceback
+        if debug:
+            raise
+        print(f"sakura: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def _run(argv: list[str]) -> int:
     if argv and argv[0] in DELEGATED:
-        try:
-            return _delegate(DELEGATED[argv[0]], argv[1:])
-        except SakuraError as exc:
-            print(f"sakura: error: {exc}", file=sys.stderr)
-            return 1
+        return _delegate(DELEGATED[argv[0]], argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
-    try:
-        return int(args.run(args) or 0)
-    except SakuraError as exc:
-        print(f"sakura: error: {exc}", file=sys.stderr)
-        return 1
+    return int(args.run(args) or 0)
+
+
+def _one_line(exc: BaseException) -> str:
+    """A typed error's own message; anything else is unexpected, and says how to see more."""
+    if isinstance(exc, SakuraError):
+        return str(exc)
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"unexpected {type(exc).__name__}{': ' + text if text else ''} (run with --debug for the traceback)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sakura", description=__doc__)
-    commands = parser.add_subparsers(title="commands")
+    parser = argparse.ArgumentParser(prog="sakura", description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"sakura {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks (also SAKURA_DEBUG=1)")
+    commands = parser.add_subparsers(title="commands", parser_class=SubcommandParser)
 
-    models = commands.add_parser("models", help="list and verify model adapters").add_subparsers(title="models")
-    ls = models.add_parser("list", help="list the named models")
-    ls.add_argument("--json", action="store_true")
+    models = group(commands, "models", help="list and verify model adapters")
+    ls = models.add_parser("list", help="list the models this installation can load by name")
+    ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(run=_models_list)
 
     verify = models.add_parser("verify", help="check that replaying cached template KV equals full computation")
     verify.add_argument("model", help="a named model (see `sakura models list`) or a diffusers checkpoint directory")
-    verify.add_argument("--steps", type=int, default=4, help="denoising steps (default 4)")
+    verify.add_argument("--steps", type=int, default=4, help="denoising steps")
     verify.add_argument("--repeats", type=int, default=3, help="timed repetitions per loop (median reported)")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.set_defaults(run=_models_verify)
@@ -70,9 +96,10 @@ def _parser() -> argparse.ArgumentParser:
 
     admin.add_commands(commands)
 
-    spec = commands.add_parser("spec", help="template spec files").add_subparsers(title="spec")
+    spec = group(commands, "spec", help="template spec files")
     check = spec.add_parser("check", help="validate a template spec file")
-    check.add_argument("path")
+    check.add_argument("path", help="the spec's YAML file")
+    check.add_argument("--json", action="store_true", help="print JSON: the templates, or every problem found")
     check.set_defaults(run=_spec_check)
     return parser
 
@@ -85,14 +112,15 @@ def _delegate(module: str, argv: list[str]) -> int:
 
 
 def _models_list(args: argparse.Namespace) -> int:
-    from sakura.platform.models import named_models
+    from sakura.platform.models.registry import model_catalogue
 
-    models = named_models()
+    models = model_catalogue()
     if args.json:
-        print(json.dumps({name: m.description for name, m in models.items()}, indent=2))
+        print(json.dumps({name: description for name, _, description in models}, indent=2))
     else:
-        for name, m in models.items():
-            print(f"{name:12s} {m.family:5s} {m.description}")
+        width = max(len(name) for name, _, _ in models)
+        for name, family, description in models:
+            print(f"{name:{width}s}  {family:11s} {description}")
     return 0
 
 
@@ -116,9 +144,19 @@ def _models_export(args: argparse.Namespace) -> int:
 
 
 def _spec_check(args: argparse.Namespace) -> int:
+    from sakura.platform.errors import SpecError
     from sakura.platform.spec import load_spec
 
-    spec = load_spec(args.path)
+    try:
+        spec = load_spec(args.path)
+    except SpecError as exc:
+        if not args.json:
+            raise
+        print(json.dumps({"ok": False, "problems": exc.problems}, indent=2))
+        return 1
+    if args.json:
+        print(json.dumps({"ok": True, "templates": [e.model_dump(mode="json") for e in spec.templates]}, indent=2))
+        return 0
     for entry in spec.templates:
         print(f"{entry.id:24s} {entry.task.value:15s} {entry.image}")
     return 0

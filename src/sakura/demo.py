@@ -19,6 +19,7 @@ import os
 import time
 from pathlib import Path
 
+from sakura._argparse import command_parser
 from sakura.examples import TEMPLATES, trace_path
 from sakura.platform.images import save_grid
 from sakura.platform.traces import BandwidthTrace, load_trace
@@ -31,12 +32,14 @@ LIVE_REPEATS = 5  # live edits per template and policy; the median one is report
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sakura demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", type=Path, default=TEMPLATES)
-    parser.add_argument("--out", type=Path, default=Path("demo-out"))
-    parser.add_argument("--trace", type=Path, default=trace_path("norway_tram_21"))
-    parser.add_argument("--rtt-ms", type=float, default=40.0)
+    parser = command_parser("sakura demo", __doc__)
+    parser.add_argument("--spec", type=Path, default=TEMPLATES, help="template spec file (YAML) to build and edit with")
+    parser.add_argument("--out", type=Path, default=Path("demo-out"),
+                        help="output directory: the library, edited images and timeline plots")
+    parser.add_argument("--trace", type=Path, default=trace_path("norway_tram_21"),
+                        help="bandwidth trace file that shapes the link of the live edits")
+    parser.add_argument("--rtt-ms", type=float, default=40.0,
+                        help="round trip added to the shaped link, in milliseconds")
     args = parser.parse_args(argv)
     started = time.time()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from sakura._argparse import command_parser
 from sakura.edge_client._deadlines import MIN_USEFUL_RATE
 from sakura.edge_client._session import DEFAULT_CACHE_BUDGET, EdgeSession
 from sakura.edge_client._urls import UrlPolicy
@@ -14,32 +15,34 @@ from sakura.edge_client.policy import LevelPolicy, make_policy, policy_names
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sakura edit", description=__doc__)
+    p = command_parser("sakura edit", __doc__)
     p.add_argument("--server", required=True, help="base URL of the shard service, e.g. http://127.0.0.1:8000")
     p.add_argument("--template", required=True, help="template id")
-    p.add_argument("--version", default="latest", help="version number or alias (default: latest)")
+    p.add_argument("--version", default="latest", help="version number or alias")
     p.add_argument("--image", required=True, help="input image: a file, or skimage:NAME")
     p.add_argument("--out", required=True, help="where to write the edited image (PNG)")
     p.add_argument("--policy", default="hybrid",
-                   help=f"level policy (default: hybrid, compute or fetch each block): {', '.join(policy_names())}, "
-                        "fixed-<level>, or oracle (with --trace: it is handed the true bandwidth)")
-    p.add_argument("--min-level", help="adaptive policies: never fetch below this level (a quality floor)")
-    p.add_argument("--trace", help="shape the link in process with this bandwidth trace file")
+                   help=f"level policy: {', '.join(policy_names())}, fixed-<level>, or oracle (with --trace: it is "
+                        "handed the true bandwidth); hybrid computes or fetches each block")
+    p.add_argument("--min-level",
+                   help="adaptive policies: never fetch below this level (a quality floor); none: no floor")
+    p.add_argument("--trace", help="shape the link in process with this bandwidth trace file; none: no shaping")
     p.add_argument("--trace-offset", type=float, default=0.0, help="start this many seconds into the trace")
-    p.add_argument("--rtt-ms", type=float, default=40.0, help="round trip added by --trace (default 40)")
+    p.add_argument("--rtt-ms", type=float, default=40.0, help="round trip added by --trace, in milliseconds")
     p.add_argument("--slowdown", type=float, default=1.0, help="emulate a phone this many times slower than this CPU")
     p.add_argument("--model", help="this device's model: a diffusers pipeline folder (loaded as a phone would: VAE "
-                                   "and transformer only) or a named model (default: the named model the template names)")
-    p.add_argument("--cache-dir", help="on-device shard cache directory (default: none)")
-    p.add_argument("--cache-budget-mb", type=float, default=DEFAULT_CACHE_BUDGET / 2**20)
-    p.add_argument("--seed", type=int, default=0)
+                                   "and transformer only) or a named model; none: the named model the template names")
+    p.add_argument("--cache-dir", help="on-device shard cache directory; none: no cache")
+    p.add_argument("--cache-budget-mb", type=float, default=DEFAULT_CACHE_BUDGET / 2**20,
+                   help="size limit of the on-device shard cache, in MiB (with --cache-dir)")
+    p.add_argument("--seed", type=int, default=0, help="noise seed for the edit")
     p.add_argument("--timeout", type=float, default=10.0,
-                   help="seconds a network wait may last; with --min-rate it bounds every download (default 10)")
+                   help="seconds a network wait may last; with --min-rate it bounds every download")
     p.add_argument("--min-rate", type=float, default=MIN_USEFUL_RATE,
-                   help=f"bytes/s below which a download counts as stalled after --timeout (default {MIN_USEFUL_RATE:.0f})")
+                   help="bytes/s below which a download counts as stalled after --timeout")
     p.add_argument("--https-only", action="store_true", help="refuse a plain-http server URL or redirect")
     p.add_argument("--redirect-host", action="append", metavar="HOST",
-                   help="follow redirects only to this host (repeatable; default: any http(s) host)")
+                   help="follow redirects only to this host (repeatable); none: any http(s) host")
     p.add_argument("--json", action="store_true", help="print the whole timeline as JSON")
     return p
 

@@ -52,3 +52,56 @@ def test_a_template_id_typo_names_the_closest_published_ids(ref_library, capsys)
     for argv in (["catalog", "show", "portrat"], ["alias", "set", "portrat", "stable", "1"], ["gc", "--keep", "1", "--template", "portrat"]):
         assert main([*argv, "--store", ref_library]) == 1, argv
         assert capsys.readouterr().err.strip() == "sakura: error: unknown template 'portrat'; did you mean 'portrait'?"
+
+
+def test_gc_dry_run_names_what_gc_would_retire_and_changes_nothing(tmp_path, capsys):
+    from sakura.platform.library import TemplateLibrary
+    from tests.helpers import make_library
+
+    uri = f"file://{tmp_path}/lib"
+    make_library(uri, ["skimage:brick", "skimage:grass", "skimage:coffee"])  # v1..v3, latest -> 3
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert main(["gc", "--keep", "1", "--dry-run", "--json", "--store", uri]) == 0
+    assert json.loads(capsys.readouterr().out) == {"tpl": [1, 2]}
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    assert TemplateLibrary.open(uri).versions("tpl") == [1, 2, 3]
+
+
+def test_a_bare_group_prints_its_own_help_and_version_and_models_list_say_what_there_is(capsys):
+    assert main(["catalog"]) == 2
+    assert "usage: sakura catalog" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.startswith("sakura ")
+    assert main(["models", "list", "--json"]) == 0
+    assert "reference" in json.loads(capsys.readouterr().out)
+
+
+def test_an_unexpected_error_is_one_line_unless_debug_asks_for_the_traceback(monkeypatch, capsys):
+    import sakura.cli
+
+    def broken(_args):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(sakura.cli, "_models_list", broken)
+    assert main(["models", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unexpected KeyError: 'a bug'" in err and "--debug" in err
+    with pytest.raises(KeyError):
+        main(["--debug", "models", "list"])
+
+
+def test_spec_check_reports_every_problem_at_once(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("templates:\n"
+                   "  - {id: x, task: nope, image: 'skimage:brick', prompt: p}\n"
+                   "  - {id: 'BAD!', task: try_on, image: 'skimage:brick', prompt: p}\n"
+                   "  - {id: x, task: try_on, image: 'skimage:brick', prompt: p}\n"
+                   "colour: red\n")
+    assert main(["spec", "check", str(bad), "--json"]) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert [(p["template"], p["field"]) for p in problems] == [("x", "task"), ("BAD!", "id"), ("x", "id"), ("", "colour")]
+    assert not any(p["message"].startswith("Value error") for p in problems)
+    assert main(["spec", "check", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"sakura: error: {bad}: 4 problems\n") and err.count("\n") == 5

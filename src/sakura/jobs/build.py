@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sakura._argparse import command_parser
 from sakura.jobs.builder import BuildJob, BuildOutcome, BuildSettings, TemplateBuilder, content_hash
 from sakura.jobs.progress import Progress
 from sakura.platform.codec import default_levels
@@ -42,20 +43,23 @@ class Row:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="sakura build", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser("sakura build", __doc__)
     p.add_argument("--spec", required=True, type=Path, help="template spec YAML")
     p.add_argument("--model", required=True, help="named model or diffusers checkpoint directory")
     p.add_argument("--store", default="file://./sakura-data", help="library root: file://DIR or s3://bucket/prefix")
     p.add_argument("--tier", action="append", default=[], metavar="LEVEL=URI",
                    help="put a level's files on another store (repeatable), e.g. full=s3://cold/lib")
-    p.add_argument("--steps", type=int, help="denoising steps the library is built for (default: the model's)")
+    p.add_argument("--steps", type=int, help="denoising steps the library is built for; none: the model's default")
     p.add_argument("--strength", type=float, default=1.0,
-                   help="noise level edits start from: 1.0 pure noise, lower keeps more of the user's photo (default 1.0)")
-    p.add_argument("--calibration", type=int, default=2, help="calibration requests per template")
+                   help="noise level edits start from: 1.0 pure noise, lower keeps more of the user's photo")
+    p.add_argument("--calibration", type=int, default=2,
+                   help="calibration requests per template (sample photos that score the KV blocks)")
     p.add_argument("--workers", type=int, default=1, help="Ray actors (one model each)")
-    p.add_argument("--cpus-per-worker", type=float, default=1.0)
+    p.add_argument("--cpus-per-worker", type=float, default=1.0,
+                   help="CPUs reserved per actor; also sets its thread count")
     p.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per actor (clusters with GPUs)")
-    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"), help="default: start a local Ray")
+    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
+                   help="Ray cluster address (the default comes from RAY_ADDRESS); none: start a local Ray")
     return p.parse_args(argv)
 
 

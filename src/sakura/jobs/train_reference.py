@@ -11,7 +11,6 @@ and a model card with held-out metrics.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -23,6 +22,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from sakura._argparse import command_parser
 from sakura.jobs import reference_data as data
 from sakura.platform.models import PixelCodec
 from sakura.platform.models.reference_dit import ReferenceEditDiT
@@ -115,17 +115,19 @@ def save(result: TrainResult, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sakura train-reference", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("sakura train-reference", __doc__)
     defaults = TrainConfig()
-    parser.add_argument("--steps", type=int, default=defaults.steps)
-    parser.add_argument("--batch", type=int, default=defaults.batch)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--steps", type=int, default=defaults.steps, help="training steps (optimizer updates)")
+    parser.add_argument("--batch", type=int, default=defaults.batch, help="training examples per step")
+    parser.add_argument("--seed", type=int, default=defaults.seed,
+                        help="random seed for the initial weights, the training data and the noise")
     parser.add_argument("--threads", type=int, default=defaults.threads, help="CPU threads for the training task")
-    parser.add_argument("--num-gpus", type=float, default=0.0, help="GPUs for the training task (on clusters that have them)")
+    parser.add_argument("--num-gpus", type=float, default=0.0,
+                        help="GPUs for the training task (on clusters that have them)")
     parser.add_argument("--out", type=Path, required=True,
                         help="where the weights and config go (the shipped ones: src/sakura/platform/models/weights)")
-    parser.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"), help="default: start a local Ray")
+    parser.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
+                        help="Ray cluster address (the default comes from RAY_ADDRESS); none: start a local Ray")
     args = parser.parse_args(argv)
     config = TrainConfig(steps=args.steps, batch=args.batch, seed=args.seed, threads=args.threads)
 

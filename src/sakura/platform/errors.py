@@ -18,9 +18,14 @@ class InvalidTemplateId(SakuraError, ValueError):
 
 
 class SpecError(SakuraError, ValueError):
-    """A template spec file is malformed; the message names the file, template and field."""
+    """A template spec file is malformed; the message names the file, template and field of
+    every problem found (``problems``: one dict each, for ``--json``)."""
 
     code = "invalid_spec"
+
+    def __init__(self, message: str, problems: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [{"message": message}]
 
 
 class UnknownModel(SakuraError, LookupError):

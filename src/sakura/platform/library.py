@@ -323,14 +323,13 @@ class TemplateLibrary:
         """Delete published versions beyond the newest ``keep`` once no alias has pointed at them
         for ``grace_s`` (two phases, see the module docstring); the versions deleted now.
         Idempotent, and safe to run concurrently with itself, alias moves and builds."""
-        if keep < 1:
-            raise LibraryError("gc must keep at least one version")
+        _check_keep(keep)
         pinned = self._alias_targets(template_id)
         if pinned is None:
             return []
         scan = self._scan(template_id)
         published = sorted(v for v, names in scan.items() if _MANIFEST in names)
-        doomed = [v for v in published[:-keep] if v not in pinned]
+        doomed = _doomed(published, pinned, keep)
         for version in published:
             if version not in doomed and _MARK in scan[version]:
                 reinstate(self.store, template_id, version)
@@ -347,6 +346,12 @@ class TemplateLibrary:
             if _MARK in names and _MANIFEST not in names and names - {_CLAIM, _MARK}:
                 self._collect(template_id, version, grace_s)
         return deleted
+
+    def gc_candidates(self, template_id: str, keep: int) -> list[int]:
+        """The versions :meth:`gc` would retire now (deleted once ``grace_s`` has passed): changes nothing."""
+        _check_keep(keep)
+        pinned = self._alias_targets(template_id)
+        return [] if pinned is None else _doomed(self.versions(template_id), pinned, keep)
 
     def clean_orphans(self, template_id: str, *, grace_s: float = ORPHAN_GRACE_S, levels: Iterable[str] = ()) -> list[int]:
         """Abandon unpublished claims whose lease is older than ``grace_s`` and delete their files
@@ -420,3 +425,13 @@ class TemplateLibrary:
         for obj in list(self.store.list(layout.version_prefix(template_id, version))):
             if obj.key.rsplit("/", 1)[-1] not in (_CLAIM, _MARK, _MANIFEST):
                 self.store.delete(obj.key)
+
+
+def _check_keep(keep: int) -> None:
+    if keep < 1:
+        raise LibraryError("gc must keep at least one version")
+
+
+def _doomed(published: list[int], pinned: set[int], keep: int) -> list[int]:
+    """Published versions (ascending) past the newest ``keep`` that no alias points at."""
+    return [v for v in published[:-keep] if v not in pinned]

@@ -16,6 +16,7 @@ Every error names the file, the template and the field. Each image is checked fr
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,42 +99,52 @@ class _BoundedLoader(yaml.SafeLoader):
 
 
 def parse_spec(raw: Any, *, source: str, base_dir: Path) -> TemplateSpec:
+    """Validate a parsed spec; a :class:`SpecError` lists every problem found, not only the first."""
     if not isinstance(raw, dict) or not isinstance(raw.get("templates"), list):
         raise SpecError(f"{source}: expected a mapping with a 'templates' list")
-    try:
-        spec = TemplateSpec(templates=raw["templates"], base_dir=base_dir, **_other_keys(raw))
-    except ValidationError as exc:
-        raise SpecError(_describe(exc, raw["templates"], source)) from None
-    _check_unique_ids(spec, source)
-    for entry in spec.templates:
+    problems: list[_Problem] = []
+    entries = []
+    for index, item in enumerate(raw["templates"]):
+        name = item.get("id") if isinstance(item, dict) and isinstance(item.get("id"), str) else f"#{index + 1}"
+        try:
+            entries.append(TemplateEntry.model_validate(item))
+        except ValidationError as exc:
+            problems += [_Problem(name, ".".join(map(str, e["loc"])) or "(entry)", _message(e)) for e in exc.errors()]
+    ids = [item.get("id") for item in raw["templates"] if isinstance(item, dict) and isinstance(item.get("id"), str)]
+    problems += [_Problem(name, "id", "duplicate template id") for name in sorted({i for i in ids if ids.count(i) > 1})]
+    for entry in entries:
         try:
             check_image(entry.image, base_dir)
         except ImageError as exc:
-            raise SpecError(f"{source}: template {entry.id!r}: field 'image': {exc}") from None
-    return spec
+            problems.append(_Problem(entry.id, "image", str(exc)))
+    if not raw["templates"]:
+        problems.append(_Problem(None, "templates", "the spec lists no template"))
+    problems += [_Problem(None, "base_dir" if key == "base_dir" else key, "not allowed in a spec" if key == "base_dir"
+                          else "unknown key (a spec has only 'templates')") for key in raw if key != "templates"]
+    if problems:
+        raise SpecError(_summary(problems, source), [p.as_dict() for p in problems])
+    return TemplateSpec(templates=entries, base_dir=base_dir)
 
 
-def _other_keys(raw: dict[str, Any]) -> dict[str, Any]:
-    """Top-level keys besides ``templates``: unknown ones fail validation (``base_dir`` is derived)."""
-    return {("base_dir (not allowed in a spec)" if k == "base_dir" else k): v for k, v in raw.items() if k != "templates"}
+@dataclass(frozen=True)
+class _Problem:
+    template: str | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return (f"template {self.template!r}: " if self.template is not None else "") + f"field '{self.field}': {self.message}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"template": self.template or "", "field": self.field, "message": self.message}
 
 
-def _check_unique_ids(spec: TemplateSpec, source: str) -> None:
-    seen: set[str] = set()
-    for entry in spec.templates:
-        if entry.id in seen:
-            raise SpecError(f"{source}: template {entry.id!r}: field 'id': duplicate template id")
-        seen.add(entry.id)
+def _summary(problems: list[_Problem], source: str) -> str:
+    if len(problems) == 1:
+        return f"{source}: {problems[0]}"
+    return f"{source}: {len(problems)} problems\n" + "\n".join(f"  {p}" for p in problems)
 
 
-def _describe(exc: ValidationError, templates: list[Any], source: str) -> str:
-    err = exc.errors()[0]
-    loc = list(err["loc"])
-    if len(loc) >= 2 and loc[0] == "templates" and isinstance(loc[1], int):
-        index = loc[1]
-        entry = templates[index] if index < len(templates) else None
-        name = entry.get("id") if isinstance(entry, dict) and isinstance(entry.get("id"), str) else f"#{index + 1}"
-        field = ".".join(str(p) for p in loc[2:]) or "(entry)"
-        return f"{source}: template {name!r}: field '{field}': {err['msg']}"
-    field = ".".join(str(p) for p in loc) or "(top level)"
-    return f"{source}: field '{field}': {err['msg']}"
+def _message(error: Any) -> str:
+    """pydantic's message without its "Value error, " prefix (our validators' own words)."""
+    return str(error["msg"]).removeprefix("Value error, ")

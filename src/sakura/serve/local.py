@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 import threading
 
+from sakura._argparse import command_parser
+
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="sakura serve", description=__doc__)
-    p.add_argument("--store", default=os.environ.get("SAKURA_STORE", "file://./sakura-data"))
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--mode", choices=["proxy", "redirect"], default="proxy")
-    p.add_argument("--cdn-base-url", help="redirect mode: send clients to this base URL instead of presigned S3 URLs")
-    p.add_argument("--replicas", type=int, default=1)
-    p.add_argument("--disk-cache-dir", help="node-local disk cache (default: none)")
-    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"), help="default: start a local Ray")
+    p = command_parser("sakura serve", __doc__)
+    p.add_argument("--store", default=os.environ.get("SAKURA_STORE", "file://./sakura-data"),
+                   help="URI of the template library to serve (file://DIR or s3://bucket/prefix); "
+                        "the default comes from SAKURA_STORE when set")
+    p.add_argument("--host", default="127.0.0.1", help="address the HTTP server listens on")
+    p.add_argument("--port", type=int, default=8000, help="TCP port the HTTP server listens on")
+    p.add_argument("--mode", choices=["proxy", "redirect"], default="proxy",
+                   help="proxy: stream shard bytes through the service; "
+                        "redirect: send clients to presigned S3 URLs or --cdn-base-url")
+    p.add_argument("--cdn-base-url",
+                   help="redirect mode: send clients to this base URL instead of presigned S3 URLs")
+    p.add_argument("--replicas", type=int, default=1, help="number of Serve replicas of the shard service")
+    p.add_argument("--disk-cache-dir",
+                   help="node-local disk cache directory; none: no disk cache, unless SAKURA_DISK_CACHE_DIR names one")
+    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
+                   help="Ray cluster address (the default comes from RAY_ADDRESS); none: start a local Ray")
     args = p.parse_args(argv)
     _check_store(args.store)
 

@@ -85,6 +85,14 @@ def named_models() -> dict[str, NamedModel]:
     return dict(_NAMED)
 
 
+def model_catalogue() -> list[tuple[str, str, str]]:
+    """(name, family, description) of every model loadable by name: the trained reference model
+    first, then the seeded configs."""
+    reference = ("reference", "reference", "the trained reference editing DiT shipped with the package "
+                 "(32x32 pixels, 6 blocks; the one libraries and the demo use)")
+    return [reference, *((m.name, m.family, m.description) for m in _NAMED.values())]
+
+
 REFERENCE_DEFAULT_STEPS = 8
 
 
