@@ -10,6 +10,7 @@ from typing import Callable
 
 from sakura._argparse import group
 from sakura.platform.library import RETIRE_GRACE_S, TemplateLibrary, UnknownTemplate
+from sakura.platform.store import StoreError
 
 DEFAULT_STORE = os.environ.get("SAKURA_STORE", "file://./sakura-data")
 
@@ -48,7 +49,11 @@ def _seconds(text: str) -> float:
 
 
 def _library(args: argparse.Namespace) -> TemplateLibrary:
-    return TemplateLibrary.open(args.store)
+    library = TemplateLibrary.open(args.store)
+    if not library.store.root_exists():  # a typo: never an empty catalogue, never a gc of nothing
+        raise StoreError(f"store {args.store} does not exist: check the path (`sakura build --create` starts a "
+                         "library)")
+    return library
 
 
 def _suggesting(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

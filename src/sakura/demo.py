@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== 2. build the example templates into {library} (Ray job), serve them (Ray Serve)", flush=True)
         from sakura.jobs import build
 
-        if build.main(["--spec", str(args.spec), "--model", "reference", "--store", library, "--workers", "2"]) != 0:
+        if build.main(["--spec", str(args.spec), "--model", "reference", "--store", library, "--workers", "2", "--create"]) != 0:
             return 1
         from sakura.serve.local import run_app
 

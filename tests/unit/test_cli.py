@@ -105,3 +105,10 @@ def test_spec_check_reports_every_problem_at_once(tmp_path, capsys):
     assert main(["spec", "check", str(bad)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"sakura: error: {bad}: 4 problems\n") and err.count("\n") == 5
+
+
+def test_a_store_that_does_not_exist_is_refused_not_listed_as_empty(tmp_path, capsys):
+    for argv in (["catalog", "ls"], ["gc", "--keep", "1"]):
+        assert main([*argv, "--store", f"file://{tmp_path}/sakura-dta"]) == 1
+        assert "does not exist: check the path" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

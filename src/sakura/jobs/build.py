@@ -1,6 +1,6 @@
 """``sakura build`` / ``python -m sakura.jobs.build``: build and publish a template library on Ray.
 
-    sakura build --spec examples/templates.yaml --model tiny-flux --store file://./sakura-data
+    sakura build --spec examples/templates.yaml --model tiny-flux --store file://./sakura-data --create
     ray job submit -- python -m sakura.jobs.build --spec ... --store s3://bucket/prefix
 
 Everything is checked before anything is written (spec, model, every store). Templates whose
@@ -47,6 +47,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spec", required=True, type=Path, help="template spec YAML")
     p.add_argument("--model", required=True, help="named model or diffusers checkpoint directory")
     p.add_argument("--store", default="file://./sakura-data", help="library root: file://DIR or s3://bucket/prefix")
+    p.add_argument("--create", action="store_true",
+                   help="start a new library if the store's folder does not exist yet (else a missing store is a "
+                        "mistake: a typo in the path); an s3:// bucket must exist either way")
     p.add_argument("--tier", action="append", default=[], metavar="LEVEL=URI",
                    help="put a level's files on another store (repeatable), e.g. full=s3://cold/lib")
     p.add_argument("--steps", type=int, help="denoising steps the library is built for; none: the model's default")
@@ -84,14 +87,15 @@ def main(argv: list[str] | None = None) -> int:
 def preflight(args: argparse.Namespace) -> tuple[TemplateSpec, BuildSettings, TemplateLibrary, str]:
     """Validate spec (every image's header too), model and stores; nothing is written if any is wrong."""
     return prepare(load_spec(args.spec), model=args.model, store=args.store, tiers=dict(_parse_tier(t) for t in args.tier),
-                   steps=args.steps, strength=args.strength, calibration=args.calibration, source=str(args.spec))
+                   steps=args.steps, strength=args.strength, calibration=args.calibration, source=str(args.spec),
+                   create=args.create)
 
 
 def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str] | None = None, steps: int | None = None,
-            strength: float = 1.0, calibration: int = 2, source: str = "spec",
+            strength: float = 1.0, calibration: int = 2, source: str = "spec", create: bool = False,
             ) -> tuple[TemplateSpec, BuildSettings, TemplateLibrary, str]:
-    """Check ``spec`` against ``model`` and open every store (each must be reachable): the build's
-    settings, its library and the model's fingerprint."""
+    """Check ``spec`` against ``model`` and open every store (each must exist, unless ``create``
+    may start it, and be writable): the build's settings, its library and the model's fingerprint."""
     adapter = load_model(model)
     for entry in spec.templates:
         if entry.resolution is not None and entry.resolution != adapter.resolution:
@@ -104,7 +108,11 @@ def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str]
         raise SakuraError(f"--tier names unknown levels {sorted(unknown)}")
     for uri in {store, *tiers.values()}:
         try:
-            open_store(uri).check_reachable()
+            opened = open_store(uri)
+            if not create and not opened.root_exists():
+                raise SakuraError(f"store {uri} does not exist: check the path, or pass --create to start a new "
+                                  "library there")
+            opened.check_reachable()
         except StoreError as exc:
             raise SakuraError(f"store {uri} is not usable: {exc}") from None
     if not 0.0 < strength <= 1.0:
@@ -119,7 +127,7 @@ def build_in_process(spec: TemplateSpec, store: str, *, model: str, steps: int |
     """The build job without Ray: the same checks, skip rule, claims and publish, one template after
     another in this process (how the evaluation builds its libraries; it must not need a cluster).
     A build that fails with a :class:`SakuraError` is a failed row; any other error propagates."""
-    spec, settings, library, fingerprint = prepare(spec, model=model, store=store, steps=steps)
+    spec, settings, library, fingerprint = prepare(spec, model=model, store=store, steps=steps, create=True)
     rows, jobs = plan(spec, settings, library, fingerprint)
     builder = TemplateBuilder(settings) if jobs else None
     for job in jobs:

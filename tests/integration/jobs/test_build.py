@@ -45,7 +45,7 @@ def check_library(store_uri: str) -> TemplateLibrary:
 
 
 def run(spec: Path, store: str, cluster, *extra: str) -> int:
-    return build(["--spec", str(spec), "--model", "tiny-flux", "--store", store,
+    return build(["--spec", str(spec), "--model", "tiny-flux", "--store", store, "--create",
                   "--ray-address", cluster.address, "--calibration", "1", *extra])
 
 
@@ -120,7 +120,7 @@ def test_bad_input_fails_before_anything_is_written(case, message, tmp_path, cap
         model = "gpt-7"
     else:
         store = "s3://some-bucket/x?endpoint=http://127.0.0.1:9"
-    code = build(["--spec", str(spec), "--model", model, "--store", store])
+    code = build(["--spec", str(spec), "--model", model, "--store", store, "--create"])
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "lib").exists() or not any((tmp_path / "lib").rglob("*.json"))
@@ -132,7 +132,7 @@ def test_concurrent_builds_never_share_a_version_or_corrupt_the_alias(tmp_path, 
 
     spec = write_spec(tmp_path, {"tpl-a": "skimage:brick"})
     store = f"file://{tmp_path}/lib"
-    cmd = [sys.executable, "-m", "sakura.jobs.build", "--spec", str(spec), "--model", "tiny-flux", "--store", store,
+    cmd = [sys.executable, "-m", "sakura.jobs.build", "--spec", str(spec), "--model", "tiny-flux", "--store", store, "--create",
            "--ray-address", ray_cluster.address, "--calibration", "1"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     for p in procs:

@@ -23,7 +23,7 @@ def no_workers(monkeypatch) -> None:
 
 
 def _build(spec: Path, store: str) -> int:
-    return build_job.main(["--spec", str(spec), "--model", "tiny-flux", "--store", store])
+    return build_job.main(["--spec", str(spec), "--model", "tiny-flux", "--store", store, "--create"])
 
 
 def _written(root: Path) -> list[str]:

@@ -106,3 +106,4 @@ def test_missing_bucket_is_a_permanent_error(s3_server):
     with pytest.raises(StoreError) as info:
         store.check_reachable()
     assert not isinstance(info.value, TransientStoreError)
+    assert "bucket 'no-such-bucket-here' does not exist at http://127.0.0.1" in str(info.value)

@@ -34,3 +34,12 @@ def test_a_spec_the_model_cannot_build_is_refused_before_anything_is_written(tmp
     with pytest.raises(SakuraError, match="resolution"):
         build_in_process(one_template(resolution=64), f"file://{tmp_path}/lib", model="reference")
     assert not (tmp_path / "lib").exists() or not any((tmp_path / "lib").rglob("*.json"))
+
+
+def test_a_store_that_does_not_exist_is_a_typo_unless_create_says_otherwise(tmp_path, capsys):
+    from sakura.jobs.build import main
+
+    argv = ["--spec", str(TEMPLATES), "--model", "reference", "--store", f"file://{tmp_path}/sakura-dta"]
+    assert main(argv) == 2
+    assert "does not exist: check the path, or pass --create" in capsys.readouterr().err
+    assert not (tmp_path / "sakura-dta").exists()

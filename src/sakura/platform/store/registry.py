@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
@@ -53,7 +54,13 @@ def open_store(uri: str, *, retry: RetryPolicy | None = RetryPolicy()) -> Object
     if "://" not in uri:
         if uri.lower().startswith("file:"):
             raise StoreError(f"store URI {uri!r} is not file://PATH; use file://./DIR or file:///abs/DIR")
-        uri = "file://" + uri
+        scheme = re.match(r"([a-z][a-z0-9+.-]*):", uri.lower())
+        if scheme and len(scheme.group(1)) > 1:  # not a Windows drive letter
+            raise StoreError(f"store URI {uri!r} is malformed: write {scheme.group(1)}://... (two slashes), "
+                             "e.g. s3://bucket/prefix or file://./DIR")
+        uri = Path(uri).expanduser().resolve().as_uri()  # a bare path is a local folder
+    if uri.startswith("file:") and "?" in uri:
+        raise StoreError(f"store URI {uri!r}: a file:// URI takes no query (?{uri.split('?', 1)[1]})")
     if uri.startswith("file://./") or uri.startswith("file://../"):
         uri = Path(uri[len("file://"):]).resolve().as_uri()
     scheme = urlparse(uri).scheme

@@ -27,6 +27,10 @@ _TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "InternalError", "ServiceUnava
 _MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
 
 
+#: The query keys an s3:// URI may carry.
+QUERY_KEYS = ("endpoint",)
+
+
 class S3Store(ObjectStore):
     def __init__(self, uri: str, client: Any | None = None) -> None:
         parsed = urlparse(uri)
@@ -34,7 +38,13 @@ class S3Store(ObjectStore):
             raise StoreError(f"not an s3:// URI: {uri!r}")
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
-        endpoint = parse_qs(parsed.query).get("endpoint", [os.environ.get("SAKURA_S3_ENDPOINT")])[0]
+        query = parse_qs(parsed.query, keep_blank_values=True)
+        unknown = sorted(set(query) - set(QUERY_KEYS))
+        if unknown:
+            raise StoreError(f"store URI {_without_query(uri)!r}: unknown query key {unknown[0]!r}; "
+                             f"an s3:// URI takes {', '.join(f'?{k}=' for k in QUERY_KEYS)} only "
+                             "(e.g. s3://bucket/prefix?endpoint=http://127.0.0.1:9000)")
+        endpoint = query.get("endpoint", [os.environ.get("SAKURA_S3_ENDPOINT")])[0]
         self.uri = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         self.endpoint = endpoint
         self._client = client or _make_client(endpoint)
@@ -104,8 +114,12 @@ class S3Store(ObjectStore):
             self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
 
     def check_reachable(self) -> None:
-        with self._errors("/"):
-            self._client.head_bucket(Bucket=self.bucket)
+        try:
+            with self._errors("/"):
+                self._client.head_bucket(Bucket=self.bucket)
+        except NotFound:
+            raise NotFound(f"bucket {self.bucket!r} does not exist at {self.endpoint or 'the default AWS endpoint'}: "
+                           "create it, or fix the bucket name or ?endpoint= in the store URI") from None
 
     def root_exists(self) -> bool:
         try:
@@ -135,7 +149,7 @@ class _S3Errors:
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:
         if exc is None or isinstance(exc, StoreError):
             return False
-        from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
+        from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError, NoCredentialsError
 
         if isinstance(exc, ClientError):
             code = str(exc.response.get("Error", {}).get("Code", ""))
@@ -149,9 +163,17 @@ class _S3Errors:
             raise StoreError(f"{self.where}: {code or status}: {exc}") from exc
         if isinstance(exc, (ConnectionError, HTTPClientError)):
             raise TransientStoreError(f"{self.where}: {exc}") from exc
+        if isinstance(exc, NoCredentialsError):
+            raise StoreError(f"{self.where}: no S3 credentials found: set AWS_ACCESS_KEY_ID and "
+                             "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, ~/.aws/credentials, or an IAM role on "
+                             "the machine); on a Ray cluster every node needs them") from None
         if isinstance(exc, BotoCoreError):
             raise StoreError(f"{self.where}: {exc}") from exc
         return False
+
+
+def _without_query(uri: str) -> str:
+    return uri.split("?", 1)[0]
 
 
 def _make_client(endpoint: str | None) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ def test_uris_that_name_no_directory_or_the_root_are_refused(uri, tmp_path, monk
 
 @pytest.mark.parametrize("uri, expected", [
     ("file://./lib", "lib"), ("./lib", "lib"), ("file://./", "."), ("file://{tmp}/lib", "lib"),
-    ("file://localhost{tmp}/lib", "lib"), ("{tmp}/lib", "lib"),
+    ("file://localhost{tmp}/lib", "lib"), ("{tmp}/lib", "lib"), ("lib", "lib"),
 ])
 def test_local_uris_that_name_a_directory_still_open(uri, expected, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -32,3 +33,26 @@ def test_local_uris_that_name_a_directory_still_open(uri, expected, tmp_path, mo
     assert store.root == (tmp_path / expected).resolve()
     store.put("a/b.json", b"{}")
     assert Path(tmp_path / expected / "a" / "b.json").read_bytes() == b"{}"
+
+
+@pytest.mark.parametrize("uri, says", [
+    ("s3:/bucket/lib", "two slashes"),
+    ("s3://bucket/lib?endpoint_url=http://127.0.0.1:9", "unknown query key 'endpoint_url'; an s3:// URI takes ?endpoint="),
+    ("file://./lib?endpoint=x", "takes no query"),
+])
+def test_store_uri_mistakes_name_the_mistake_and_the_fix(uri, says, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match=re.escape(says)):
+        open_store(uri)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_s3_credentials_say_where_credentials_come_from(monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role to wait for here
+    store = open_store("s3://bucket/lib?endpoint=http://127.0.0.1:9", retry=None)
+    with pytest.raises(StoreError, match="no S3 credentials found: set AWS_ACCESS_KEY_ID"):
+        list(store.list("templates/"))
