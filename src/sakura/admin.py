@@ -9,7 +9,7 @@ import os
 from typing import Callable
 
 from sakura._argparse import group
-from sakura.platform.library import RETIRE_GRACE_S, TemplateLibrary, UnknownTemplate
+from sakura.platform.library import LATEST, RETIRE_GRACE_S, TemplateLibrary, UnknownTemplate
 from sakura.platform.store import StoreError
 
 DEFAULT_STORE = os.environ.get("SAKURA_STORE", "file://./sakura-data")
@@ -26,6 +26,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     alias_set.add_argument("template", help="template id")
     alias_set.add_argument("alias", help="alias name, e.g. latest or stable")
     alias_set.add_argument("version", type=int, help="a published version number")
+    alias_set.add_argument("--allow-model-change", action="store_true",
+                           help="move the alias onto a version built for another model than the one it serves")
     alias_set.add_argument("--force", action="store_true",
                            help="overwrite an alias document that cannot be read (still compare-and-swap; logged)")
     gc = commands.add_parser("gc", help="delete old unreferenced versions and orphaned builds")
@@ -71,14 +73,19 @@ def _suggesting(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
 
 def catalog_ls(args: argparse.Namespace) -> int:
     library = _library(args)
-    rows = [{"template": t, "versions": library.versions(t), "aliases": library.aliases(t)} for t in library.templates()]
+    rows = []
+    for t in library.templates():
+        aliases = library.aliases(t)
+        model = library.model_of(t, aliases[LATEST]) if LATEST in aliases else None
+        rows.append({"template": t, "versions": library.versions(t), "aliases": aliases,
+                     "model": model[0] if model else None})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'template':24s} {'versions':20s} aliases")
+    print(f"{'template':24s} {'model (latest)':16s} {'versions':20s} aliases")
     for r in rows:
         aliases = ", ".join(f"{a}={v}" for a, v in sorted(r["aliases"].items()))
-        print(f"{r['template']:24s} {','.join(map(str, r['versions'])):20s} {aliases}")
+        print(f"{r['template']:24s} {r['model'] or '-':16s} {','.join(map(str, r['versions'])):20s} {aliases}")
     return 0
 
 
@@ -101,7 +108,8 @@ def catalog_show(args: argparse.Namespace) -> int:
 
 
 def set_alias(args: argparse.Namespace) -> int:
-    _library(args).set_alias(args.template, args.alias, args.version, force=args.force)
+    _library(args).set_alias(args.template, args.alias, args.version, force=args.force,
+                             allow_model_change=args.allow_model_change)
     print(json.dumps({"template": args.template, "alias": args.alias, "version": args.version}) if args.json
           else f"{args.template}: {args.alias} -> {args.version}")
     return 0

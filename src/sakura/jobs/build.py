@@ -39,7 +39,7 @@ class Row:
     level_bytes: dict[str, int] | None = None
     kv_bytes_fp16: int = 0
     seconds: float = 0.0
-    error: str = ""
+    error: str = ""  # why it failed, or a warning about a published version
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -47,6 +47,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spec", required=True, type=Path, help="template spec YAML")
     p.add_argument("--model", required=True, help="named model or diffusers checkpoint directory")
     p.add_argument("--store", default="file://./sakura-data", help="library root: file://DIR or s3://bucket/prefix")
+    p.add_argument("--allow-model-change", action="store_true",
+                   help="move `latest` onto the new version even when it serves one built for another model "
+                        "(every phone with that model then fails)")
     p.add_argument("--create", action="store_true",
                    help="start a new library if the store's folder does not exist yet (else a missing store is a "
                         "mistake: a typo in the path); an s3:// bucket must exist either way")
@@ -123,7 +126,8 @@ def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str]
     return spec, settings, library, adapter.fingerprint
 
 
-def build_in_process(spec: TemplateSpec, store: str, *, model: str, steps: int | None = None) -> list[Row]:
+def build_in_process(spec: TemplateSpec, store: str, *, model: str, steps: int | None = None,
+                     allow_model_change: bool = False) -> list[Row]:
     """The build job without Ray: the same checks, skip rule, claims and publish, one template after
     another in this process (how the evaluation builds its libraries; it must not need a cluster).
     A build that fails with a :class:`SakuraError` is a failed row; any other error propagates."""
@@ -136,7 +140,7 @@ def build_in_process(spec: TemplateSpec, store: str, *, model: str, steps: int |
         except SakuraError as exc:
             rows.append(Row(job.entry.id, "failed", job.version, error=_first_line(exc)))
             continue
-        rows.append(_publish(library, job, outcome))
+        rows.append(_publish(library, job, outcome, allow_model_change))
     return rows
 
 
@@ -206,7 +210,7 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
                 idle.append(builder.remote(settings, threads=threads) if isinstance(exc, ray.exceptions.RayActorError) else actor)
                 continue
             idle.append(actor)
-            rows.append(row := _publish(library, job, outcome))
+            rows.append(row := _publish(library, job, outcome, args.allow_model_change))
             progress.update(job.entry.id, f"published v{row.version} ({row.seconds:.1f} s)"
                             if row.status == "published" else "failed", done=True)
     finally:
@@ -217,13 +221,18 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
     return rows
 
 
-def _publish(library: TemplateLibrary, job: BuildJob, outcome: BuildOutcome) -> Row:
+def _publish(library: TemplateLibrary, job: BuildJob, outcome: BuildOutcome, allow_model_change: bool) -> Row:
     try:
-        library.publish(outcome.manifest)
+        latest = library.publish(outcome.manifest, allow_model_change=allow_model_change)
     except SakuraError as exc:  # its claim was abandoned, the store is down...
         return Row(job.entry.id, "failed", job.version, error=_first_line(exc))
+    warning = ""
+    if latest is not None and latest != outcome.version and not library.same_model(job.entry.id, latest, outcome.version):
+        warning = (f"warning: latest stays at v{latest}, built for another model than {outcome.manifest.model.name}; "
+                   f"`sakura alias set {job.entry.id} latest {outcome.version} --allow-model-change` moves it")
+        print(f"sakura build: {job.entry.id}: {warning}", file=sys.stderr)
     return Row(job.entry.id, "published", outcome.version, outcome.level_bytes, outcome.manifest.kv_bytes_fp16,
-               outcome.seconds)
+               outcome.seconds, warning)
 
 
 def print_summary(rows: list[Row]) -> None:

@@ -107,6 +107,12 @@ class VersionRetired(LibraryError):
     code = "version_retired"
 
 
+class ModelChange(SakuraError, ValueError):
+    """Moving an alias would switch the model its phones need (another model name or weights)."""
+
+    code = "model_change"
+
+
 class AliasUnreadable(SakuraError, ValueError):
     code = "alias_unreadable"
 
@@ -228,24 +234,48 @@ class TemplateLibrary:
                            lambda c: replace(c, renewed_at=time.time()) if c.state == BUILDING else None)
         return claim.state != ABANDONED
 
-    def publish(self, manifest: Manifest) -> None:
-        """Make a claimed version visible (create-only manifest), then move ``latest`` forward."""
+    def publish(self, manifest: Manifest, *, allow_model_change: bool = False) -> int | None:
+        """Make a claimed version visible (create-only manifest), then move ``latest`` forward,
+        unless it serves a version built for another model and ``allow_model_change`` is not
+        given (phones of that model would all fail). The version ``latest`` names now."""
         template_id, version = manifest.template_id, manifest.version
         self._advance_claim(template_id, version, PUBLISHING)
         write_once(self.store, layout.manifest_key(template_id, version), manifest.to_bytes())
-        self._announce(template_id, version)
+        return self._announce(template_id, version, allow_model_change)
 
     def finish_publish(self, template_id: str, version: int) -> bool:
         """Complete a publish interrupted between its manifest and ``latest``; True if it was."""
         claim = read_claim(self.store, template_id, version)
         if claim is None or claim.state != PUBLISHING or self.store.head(layout.manifest_key(template_id, version)) is None:
             return False
-        self._announce(template_id, version)
+        self._announce(template_id, version, allow_model_change=False)
         return True
 
-    def _announce(self, template_id: str, version: int) -> None:
-        self.advance_alias(template_id, LATEST, version)
+    def _announce(self, template_id: str, version: int, allow_model_change: bool) -> int | None:
+        self.advance_alias(template_id, LATEST, version, allow_model_change=allow_model_change)
         self._advance_claim(template_id, version, PUBLISHED)
+        return self._alias_target(template_id, LATEST)
+
+    def model_of(self, template_id: str, version: int) -> tuple[str, str] | None:
+        """(model name, fingerprint) a version was built for; None if its manifest cannot be read."""
+        try:
+            model = self.manifest(template_id, version).model
+        except (LibraryError, ManifestError):
+            return None
+        return model.name, model.fingerprint
+
+    def same_model(self, template_id: str, a: int | None, b: int) -> bool:
+        """Whether phones that edit with version ``a`` can edit with ``b`` (unknown: assume so)."""
+        if a is None or a == b:
+            return True
+        ours, theirs = self.model_of(template_id, a), self.model_of(template_id, b)
+        return ours is None or theirs is None or ours == theirs
+
+    def _alias_target(self, template_id: str, alias: str) -> int | None:
+        try:
+            return self.resolve(template_id, alias)
+        except LibraryError:
+            return None
 
     def _advance_claim(self, template_id: str, version: int, state: str) -> None:
         def change(claim: Claim) -> Claim | None:
@@ -258,13 +288,21 @@ class TemplateLibrary:
         move_claim(self.store, template_id, version, change)
 
     # -- aliases -------------------------------------------------------------------------
-    def advance_alias(self, template_id: str, alias: str, version: int) -> None:
-        """Point ``alias`` at ``version`` unless it already points at a newer one (CAS loop)."""
-        self._swap_alias(template_id, alias, version, lambda current: current is None or current < version)
+    def advance_alias(self, template_id: str, alias: str, version: int, *, allow_model_change: bool = False) -> None:
+        """Point ``alias`` at ``version`` unless it already points at a newer one, or at one built
+        for another model and ``allow_model_change`` is not given (CAS loop)."""
+        def should_move(current: int | None) -> bool:
+            return (current is None or current < version) and (
+                allow_model_change or self.same_model(template_id, current, version))
 
-    def set_alias(self, template_id: str, alias: str, version: int, *, force: bool = False) -> None:
+        self._swap_alias(template_id, alias, version, should_move)
+
+    def set_alias(self, template_id: str, alias: str, version: int, *, force: bool = False,
+                  allow_model_change: bool = False) -> None:
         """Point ``alias`` at a published version (pin or roll back). ``force`` overwrites an alias
-        document that cannot be read, still by compare-and-swap on its current ETag, and logs it."""
+        document that cannot be read, still by compare-and-swap on its current ETag, and logs it.
+        Moving it onto a version built for another model is a :class:`ModelChange` unless
+        ``allow_model_change``."""
         layout.validate_alias(alias)
         if self.store.head(layout.manifest_key(template_id, version)) is None:
             if not self.versions(template_id):
@@ -272,7 +310,18 @@ class TemplateLibrary:
             raise LibraryError(f"template {template_id!r} has no published version {version}")
         if mark_state(self.store, template_id, version) == DELETING:
             raise VersionRetired(f"template {template_id!r} version {version} is being deleted by gc")
-        self._swap_alias(template_id, alias, version, lambda current: current != version, force=force)
+        def should_move(current: int | None) -> bool:
+            if current == version:
+                return False
+            theirs = self.model_of(template_id, current) if current else None
+            ours = self.model_of(template_id, version)
+            if not allow_model_change and theirs and ours and theirs != ours:
+                raise ModelChange(f"alias {alias!r} of {template_id!r} serves v{current} (model {theirs[0]}); v{version} "
+                                  f"is built for model {ours[0]}: phones would need the other model. "
+                                  "Allow it explicitly (--allow-model-change)")
+            return True
+
+        self._swap_alias(template_id, alias, version, should_move, force=force)
 
     def _swap_alias(self, template_id: str, alias: str, version: int, should_move: Callable[[int | None], bool],
                     *, force: bool = False) -> None:

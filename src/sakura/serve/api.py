@@ -148,9 +148,11 @@ def create_api(config: ServeConfig) -> FastAPI:
     @api.put(http_api.ALIAS)
     async def put_alias(template_id: str, alias: str, request: Request) -> JSONResponse:
         _require_admin(request, config)
-        version, force = parse_alias_body(await read_capped(request))
-        await run_in_threadpool(reader.set_alias, template_id, alias, version, force=force)
-        return JSONResponse({"id": template_id, "alias": alias, "version": version}, headers={"Cache-Control": NO_CACHE})
+        body = parse_alias_body(await read_capped(request))
+        await run_in_threadpool(reader.set_alias, template_id, alias, body.version, force=body.force,
+                                allow_model_change=body.allow_model_change)
+        return JSONResponse({"id": template_id, "alias": alias, "version": body.version},
+                            headers={"Cache-Control": NO_CACHE})
 
     return api
 

@@ -9,6 +9,7 @@ recursion at one level whatever the body holds.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from starlette.requests import Request
 
@@ -16,7 +17,16 @@ from sakura.platform.layout import MAX_VERSION, InvalidName, parse_number, valid
 from sakura.serve.errors import ApiError
 
 MAX_BODY_BYTES = 4096
-ALIAS_BODY = 'expected a JSON object {"version": N} or {"version": N, "force": true}'
+ALIAS_BODY = ('expected a JSON object {"version": N}, with optional booleans "force" (overwrite an unreadable '
+              'alias) and "allow_model_change" (move it onto a version built for another model)')
+_ALIAS_FLAGS = ("force", "allow_model_change")
+
+
+@dataclass(frozen=True)
+class AliasRequest:
+    version: int
+    force: bool = False
+    allow_model_change: bool = False
 
 
 async def read_capped(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
@@ -37,8 +47,8 @@ async def read_capped(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
     return b"".join(chunks)
 
 
-def parse_alias_body(data: bytes) -> tuple[int, bool]:
-    """``(version, force)`` from ``{"version": N}`` with an optional boolean ``"force"``."""
+def parse_alias_body(data: bytes) -> AliasRequest:
+    """An :class:`AliasRequest` from ``{"version": N}`` with the optional boolean flags."""
     try:
         text = data.decode("utf-8")
         if text.count("{") != 1 or "[" in text:
@@ -46,13 +56,13 @@ def parse_alias_body(data: bytes) -> tuple[int, bool]:
         doc = json.loads(text, object_pairs_hook=_unique)
     except ValueError:
         raise ApiError(400, "invalid_body", ALIAS_BODY) from None
-    if not isinstance(doc, dict) or "version" not in doc or not set(doc) <= {"version", "force"}:
+    if not isinstance(doc, dict) or "version" not in doc or not set(doc) <= {"version", *_ALIAS_FLAGS}:
         raise ApiError(400, "invalid_body", ALIAS_BODY)
-    force = doc.get("force", False)
-    if not isinstance(force, bool):
-        raise ApiError(400, "invalid_body", '"force" must be true or false')
+    for flag in _ALIAS_FLAGS:
+        if not isinstance(doc.get(flag, False), bool):
+            raise ApiError(400, "invalid_body", f'"{flag}" must be true or false')
     try:
-        return validate_version(doc["version"]), force
+        return AliasRequest(validate_version(doc["version"]), doc.get("force", False), doc.get("allow_model_change", False))
     except InvalidName:
         raise ApiError(400, "invalid_body", f'"version" must be an integer in [1, {MAX_VERSION}]') from None
 

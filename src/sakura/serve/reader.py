@@ -22,7 +22,14 @@ from sakura.platform import layout
 from sakura.platform.caching import DiskCache, MemoryCache
 from sakura.platform.ids import validate_template_id
 from sakura.platform.levelfile import ShardIntegrityError, verify_payload
-from sakura.platform.library import AliasUnreadable, LibraryError, TemplateLibrary, UnknownTemplate, VersionRetired
+from sakura.platform.library import (
+    AliasUnreadable,
+    LibraryError,
+    ModelChange,
+    TemplateLibrary,
+    UnknownTemplate,
+    VersionRetired,
+)
 from sakura.platform.manifest import ContextEntry, Manifest, ShardLocation
 from sakura.platform.store import NotFound, ObjectStore, RetryingStore, StoreError, TransientStoreError, open_store
 from sakura.serve import errors
@@ -222,12 +229,19 @@ class ShardReader:
             self.disk.put(sha, data)
         return Shard(data, sha, "store")
 
-    def set_alias(self, template_id: str, alias: str, version: int, *, force: bool = False) -> None:
-        """Point ``alias`` at ``version``; ``force`` overwrites an alias whose document is unreadable."""
+    def set_alias(self, template_id: str, alias: str, version: int, *, force: bool = False,
+                  allow_model_change: bool = False) -> None:
+        """Point ``alias`` at ``version``; ``force`` overwrites an alias whose document is unreadable,
+        ``allow_model_change`` moves it onto a version built for another model."""
         validate_template_id(template_id)
         layout.validate_alias(alias)
         try:
-            self.library.set_alias(template_id, alias, version, force=force)
+            self.library.set_alias(template_id, alias, version, force=force, allow_model_change=allow_model_change)
+        except ModelChange as exc:
+            log.info("alias %s of %s not moved: %s", alias, template_id, exc)
+            raise errors.ApiError(409, "model_change", f"alias {alias!r} of {template_id!r} serves a version built "
+                                  f"for another model than v{version}; send "
+                                  '{"version": N, "allow_model_change": true} to move it anyway') from None
         except AliasUnreadable as exc:
             log.warning("alias %s of %s not moved: %s", alias, template_id, exc)
             raise errors.ApiError(409, "alias_unreadable", f"alias {alias!r} of {template_id!r} is unreadable; "

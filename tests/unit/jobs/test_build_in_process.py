@@ -43,3 +43,15 @@ def test_a_store_that_does_not_exist_is_a_typo_unless_create_says_otherwise(tmp_
     assert main(argv) == 2
     assert "does not exist: check the path, or pass --create" in capsys.readouterr().err
     assert not (tmp_path / "sakura-dta").exists()
+
+
+def test_a_build_for_another_model_publishes_but_leaves_latest_and_says_why(tmp_path, capsys):
+    uri = f"file://{tmp_path}/lib"
+    spec = one_template()
+    build_in_process(spec, uri, model="reference", steps=1)
+    [row] = build_in_process(spec, uri, model="tiny-sd3", steps=1)
+    assert (row.status, row.version) == ("published", 2) and "latest stays at v1" in row.error
+    assert "--allow-model-change" in capsys.readouterr().err
+    assert TemplateLibrary.open(uri).resolve(spec.templates[0].id, "latest") == 1
+    [moved] = build_in_process(spec, uri, model="tiny-flux", steps=1, allow_model_change=True)
+    assert moved.error == "" and TemplateLibrary.open(uri).resolve(spec.templates[0].id, "latest") == 3
