@@ -69,15 +69,29 @@ def main(argv: list[str] | None = None) -> int:
             link.start()
         result = session.edit(image, args.template, args.version, policy, seed=args.seed)
     save_image(result.image, args.out)
+    resized = _resize_note(image.shape, result.image.shape)
     report = {"template": result.template, "version": result.version, "out": args.out,
+              "input_size": list(image.shape[:2]), "output_size": list(result.image.shape[:2]),
               **(result.timeline.to_dict() if args.json else result.timeline.summary())}
     if args.json:
         print(json.dumps(report, indent=1))
-    else:
-        s = result.timeline.summary()
-        print(f"{result.template} v{result.version} -> {args.out}: {s['latency_s']:.3f} s, "
-              f"stalls {s['stall_s']:.3f} s, {s['network_bytes']} bytes, levels {s['levels']} ({s['policy']})")
+        return 0
+    if resized:
+        print(f"sakura edit: note: {resized}", file=sys.stderr)
+    s = result.timeline.summary()
+    print(f"{result.template} v{result.version} -> {args.out}: {s['latency_s']:.3f} s "
+          f"(model load {s['model_load_s']:.3f} s, manifest and objects {s['manifest_s'] - s['model_load_s']:.3f} s), "
+          f"stalls {s['stall_s']:.3f} s, {s['network_bytes']} bytes, levels {s['levels']} ({s['policy']})")
     return 0
+
+
+def _resize_note(photo: tuple[int, ...], edited: tuple[int, ...]) -> str:
+    """What happened to the user's photo on the way in, if anything (the model works at one size)."""
+    (h, w), (eh, ew) = photo[:2], edited[:2]
+    if (h, w) == (eh, ew):
+        return ""
+    crop = " centre-cropped to a square and" if h != w else ""
+    return f"the {w}x{h} photo was{crop} resized to {ew}x{eh}, the size the template's model edits at"
 
 
 def _models(args: argparse.Namespace) -> dict:

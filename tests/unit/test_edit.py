@@ -46,3 +46,20 @@ def test_https_only_refuses_a_plain_http_server(api, tmp_path, capsys):
     args = ["edit", "--server", api.url, "--template", "portrait", "--image", "skimage:coffee",
             "--out", str(tmp_path / "x.png"), "--https-only"]
     assert main(args) == 1 and "https" in capsys.readouterr().err
+
+
+def test_edit_says_when_it_resizes_the_photo_and_reports_model_loading_apart(api, tmp_path, capsys):
+    from sakura.platform.images import load_image, save_image
+
+    photo = tmp_path / "photo.png"
+    save_image(load_image("skimage:coffee").transpose(1, 0, 2), photo)  # 400 wide, 600 high
+    assert main(["edit", "--server", api.url, "--template", "portrait", "--image", str(photo),
+                 "--out", str(tmp_path / "x.png")]) == 0
+    captured = capsys.readouterr()
+    assert "the 400x600 photo was centre-cropped to a square and resized to 32x32" in captured.err
+    assert "model load" in captured.out
+    assert main(["edit", "--server", api.url, "--template", "portrait", "--image", str(photo),
+                 "--out", str(tmp_path / "y.png"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["input_size"] == [600, 400] and report["output_size"] == [32, 32]
+    assert 0 <= report["model_load_s"] <= report["manifest_s"]

@@ -221,6 +221,7 @@ class EdgeSession:
             manifest, bundled = self.preamble(template, version, source=getattr(chosen, "computes", False), cancel=cancel)
             preamble_s = clock()
             adapter = self.model_for(manifest.model)
+            model_load_s = clock() - preamble_s
             limits = accept_manifest(manifest, adapter, max_steps=self.max_steps)
             context = self.context(manifest, cancel=cancel, bundled=bundled)
             request = EditRequest(fit_image(np.asarray(image), adapter.resolution), seed=seed)
@@ -232,6 +233,7 @@ class EdgeSession:
             pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
                                     limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv)
             pipeline.timeline.manifest_s, pipeline.timeline.preamble_s = clock(), preamble_s
+            pipeline.timeline.model_load_s = model_load_s
             try:
                 latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule, context=context))
             finally:

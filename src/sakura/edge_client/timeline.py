@@ -53,8 +53,9 @@ class Timeline:
     policy: str  # the level policy (live), or the simulated system
     shards: list[ShardTiming]
     stalls: list[Stall] = field(default_factory=list)
-    manifest_s: float = 0.0  # spent getting the manifest, before the pipeline started
+    manifest_s: float = 0.0  # when the pipeline started: manifest, model and context objects ready
     preamble_s: float = 0.0  # when the preamble response (manifest and objects) had arrived
+    model_load_s: float = 0.0  # of manifest_s, spent loading the on-device model (0 once loaded)
     compute_start: float = 0.0
     compute_end: float = 0.0
 
@@ -94,6 +95,7 @@ class Timeline:
             "policy": self.policy,
             "latency_s": round(self.compute_end, 4),
             "manifest_s": round(self.manifest_s, 4),
+            "model_load_s": round(self.model_load_s, 4),
             "stall_s": round(self.stall_s, 4),
             "stalls": len(self.stalls),
             "network_bytes": self.network_bytes,
