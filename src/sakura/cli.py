@@ -127,7 +127,8 @@ def _models_list(args: argparse.Namespace) -> int:
 def _models_verify(args: argparse.Namespace) -> int:
     from sakura.platform.verify import verify_model
 
-    report = verify_model(args.model, steps=args.steps, repeats=args.repeats)
+    report = verify_model(args.model, steps=args.steps, repeats=args.repeats,
+                          say=lambda stage: print(f"sakura models verify: {stage} ...", file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

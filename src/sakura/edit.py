@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _say_retries()
     from sakura.emulation import SlowDevice, TraceLink
     from sakura.platform.images import load_image, save_image
     from sakura.platform.traces import load_trace
@@ -92,6 +94,16 @@ def _resize_note(photo: tuple[int, ...], edited: tuple[int, ...]) -> str:
         return ""
     crop = " centre-cropped to a square and" if h != w else ""
     return f"the {w}x{h} photo was{crop} resized to {ew}x{eh}, the size the template's model edits at"
+
+
+def _say_retries() -> None:
+    """Retries against a server that does not answer take seconds: say so as they happen."""
+    log = logging.getLogger("sakura.edge_client")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("sakura edit: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
 
 
 def _models(args: argparse.Namespace) -> dict:

@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import http.client
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from sakura.edge_client._urls import Origin, UrlPolicy, origin, request_target
 from sakura.edge_client.errors import EdgeError, EditCancelled, ServerError, ShardCorrupt, TransportError
 from sakura.edge_client.link import DirectLink, Link
 from sakura.platform.retry import RetryPolicy
+
+log = logging.getLogger("sakura.edge_client")
 
 USER_AGENT = "sakura-edge/1"
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
@@ -291,6 +294,8 @@ class HttpTransport:
             raise TransportError(f"{path}: gave up after {attempt} attempts: {exc or type(exc).__name__}") from exc
         delay = min(self.retry.delay(attempt, getattr(exc, "retry_after", None)),
                     max(0.0, op.deadline() - time.monotonic()) + 0.01)
+        log.info("%s: %s; attempt %d of %d in %.1f s", path, exc or type(exc).__name__, attempt + 1,
+                 self.retry.attempts, delay)
         if op.cancel is not None:
             if op.cancel.wait(delay):
                 raise EditCancelled("the edit was cancelled")

@@ -182,6 +182,8 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
 
     owns_ray = not ray.is_initialized()  # a caller (a test, a notebook) may have connected already
     if owns_ray:
+        progress.note(f"connecting to Ray at {args.ray_address}" if args.ray_address
+                      else "starting a local Ray (about 10 s)")
         ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     builder = ray.remote(TemplateBuilder).options(num_cpus=args.cpus_per_worker, num_gpus=args.num_gpus)
     rows, queue, running, idle = [], list(jobs), {}, []

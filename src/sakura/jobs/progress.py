@@ -1,4 +1,5 @@
-"""Build progress: one redrawn line per template on a terminal, plain log lines otherwise."""
+"""Build progress: a tqdm bar over the templates on a terminal, one plain log line per change
+otherwise (no cursor codes in a log file or a CI transcript)."""
 
 from __future__ import annotations
 
@@ -6,36 +7,40 @@ import sys
 import time
 from typing import TextIO
 
+from tqdm import tqdm
+
 
 class Progress:
     def __init__(self, names: list[str], stream: TextIO = sys.stderr) -> None:
         self.stream = stream
-        self.names = names
-        self.state = {n: "queued" for n in names}
+        self.total = len(names)
         self.done: set[str] = set()
-        self.tty = stream.isatty()
         self.start = time.perf_counter()
-        self._drawn = 0
+        self._bar = tqdm(total=self.total, unit="template", file=stream, dynamic_ncols=True) if stream.isatty() else None
+
+    def note(self, message: str) -> None:
+        """A line about the whole build (e.g. while Ray starts)."""
+        self._write(message)
 
     def update(self, name: str, state: str, *, done: bool = False) -> None:
-        self.state[name] = state
-        if done:
+        if done and name not in self.done:
             self.done.add(name)
-        if self.tty:
-            self._redraw()
-        else:
-            print(f"[{time.perf_counter() - self.start:7.1f}s] {name}: {state}", file=self.stream, flush=True)
-
-    def _redraw(self) -> None:
-        if self._drawn:
-            self.stream.write(f"\x1b[{self._drawn}F")
-        width = 20
-        for n in self.names:
-            filled = width if n in self.done else (width // 2 if self.state[n].startswith("building") else 0)
-            self.stream.write(f"\x1b[2K{n:24s} [{'#' * filled}{'.' * (width - filled)}] {self.state[n]}\n")
-        self._drawn = len(self.names)
-        self.stream.flush()
+            if self._bar is not None:
+                self._bar.update(1)
+        if self._bar is None or done:
+            self._write(f"{name}: {state}")
+        if self._bar is not None:
+            self._bar.set_postfix_str(f"{name}: {state}")
 
     def close(self) -> None:
-        if not self.tty:
-            print(f"[{time.perf_counter() - self.start:7.1f}s] done: {len(self.done)}/{len(self.names)}", file=self.stream, flush=True)
+        if self._bar is not None:
+            self._bar.close()
+        else:
+            self._write(f"done: {len(self.done)}/{self.total}")
+
+    def _write(self, message: str) -> None:
+        line = f"[{time.perf_counter() - self.start:7.1f}s] {message}"
+        if self._bar is not None:
+            self._bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)

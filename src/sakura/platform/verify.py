@@ -76,22 +76,29 @@ class MaskedStockPipeline(StockPipeline, Protocol):
                                context: Mapping[str, np.ndarray]) -> np.ndarray: ...
 
 
-def verify_model(name_or_path: str, *, steps: int = 4, repeats: int = 3) -> VerifyReport:
-    return verify_adapter(load_model(name_or_path), steps=steps, repeats=repeats)
+def verify_model(name_or_path: str, *, steps: int = 4, repeats: int = 3,
+                 say: Callable[[str], None] = lambda _: None) -> VerifyReport:
+    """:func:`verify_adapter` on a model by name or folder; ``say`` hears each stage as it starts."""
+    say(f"loading {name_or_path}")
+    return verify_adapter(load_model(name_or_path), steps=steps, repeats=repeats, say=say)
 
 
-def verify_adapter(adapter: ModelAdapter, *, steps: int = 4, repeats: int = 3) -> VerifyReport:
+def verify_adapter(adapter: ModelAdapter, *, steps: int = 4, repeats: int = 3,
+                   say: Callable[[str], None] = lambda _: None) -> VerifyReport:
     schedule = Schedule(steps=steps)
     res = adapter.resolution
     template = Template(fit_image(load_image(VERIFY_TEMPLATE[0]), res), VERIFY_TEMPLATE[1], VERIFY_TEMPLATE[2])
     calibration = EditRequest(fit_image(load_image(CALIBRATION_REQUEST[0]), res), seed=CALIBRATION_REQUEST[1])
     request = EditRequest(fit_image(load_image(CHECK_REQUEST[0]), res), seed=CHECK_REQUEST[1])
 
+    say(f"capturing the template KV ({steps} steps)")
     start = time.perf_counter()
     captured = adapter.capture(template, calibration, schedule)
     context = adapter.template_context(template)
     capture_s = time.perf_counter() - start
+    say(f"editing without cache, {repeats}x")
     full_s, full = _median_time(lambda: adapter.full(template, request, schedule), repeats)
+    say(f"editing from the cached KV, {repeats}x")
     replay_s, replayed = _median_time(
         lambda: adapter.replay(captured.kv, template.prompt, request, schedule, context=context), repeats)
 
