@@ -184,9 +184,17 @@ class TemplateLibrary:
         try:
             return AliasDoc.from_bytes(self.store.get(layout.alias_key(template_id, ref))).version
         except NotFound:
-            if not self.versions(template_id):
+            if not self._has_versions(template_id):
                 raise UnknownTemplate(template_id) from None
             raise LibraryError(f"template {template_id!r} has no alias {ref!r}") from None
+
+    def _has_versions(self, template_id: str) -> bool:
+        """Whether ``template_id`` has a published version; False if the listing finds no root (a
+        missing bucket: the caller's outage check says so)."""
+        try:
+            return bool(self.versions(template_id))
+        except NotFound:
+            return False
 
     def manifest(self, template_id: str, ref: int | str = LATEST) -> Manifest:
         version = self.resolve(template_id, ref)
@@ -305,7 +313,7 @@ class TemplateLibrary:
         ``allow_model_change``."""
         layout.validate_alias(alias)
         if self.store.head(layout.manifest_key(template_id, version)) is None:
-            if not self.versions(template_id):
+            if not self._has_versions(template_id):
                 raise UnknownTemplate(template_id)
             raise LibraryError(f"template {template_id!r} has no published version {version}")
         if mark_state(self.store, template_id, version) == DELETING:

@@ -106,7 +106,8 @@ def test_invalid_manifests_are_rejected(library, mutate, message):
 def test_operator_commands(library, capsys):
     _, uri = library
     assert cli(["catalog", "ls", "--store", uri, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [{"template": "tpl", "versions": [1, 2, 3], "aliases": {"latest": 3}}]
+    assert json.loads(capsys.readouterr().out) == [{"template": "tpl", "versions": [1, 2, 3], "aliases": {"latest": 3},
+                                                    "model": "tiny-sd3"}]
     assert cli(["catalog", "show", "tpl", "--version", "2", "--store", uri, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["version"] == 2 and set(shown["levels"]) == {"compact", "medium", "full"}
