@@ -11,7 +11,9 @@ from typing import Iterator
 
 import pytest
 
-# Credentials for the moto server, set before any Ray worker starts (workers inherit the env).
+# Credentials for the moto server, in this process only: the Ray cluster below starts without
+# them, as a real cluster's nodes would not have the driver's, so every S3 use on it goes through
+# what the build job and the Serve app forward (sakura.platform.store.store_environment).
 for _key, _value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                      "AWS_DEFAULT_REGION": "us-east-1"}.items():
     os.environ.setdefault(_key, _value)
@@ -91,7 +93,8 @@ class RayCluster:
         self._proc = subprocess.Popen(
             [ray_cli, "start", "--head", "--block", f"--port={self.port}", "--num-cpus=2",
              "--include-dashboard=false", "--disable-usage-stats"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
         deadline = time.time() + 120
         while time.time() < deadline:
             with socket.socket() as s:

@@ -28,7 +28,7 @@ from sakura.platform.library import CLAIM_RENEW_S, TemplateLibrary
 from sakura.platform.models import load_model
 from sakura.platform.models.registry import default_steps
 from sakura.platform.spec import TemplateSpec, load_spec
-from sakura.platform.store import StoreError, open_store
+from sakura.platform.store import StoreError, open_store, store_environment
 
 
 @dataclass
@@ -185,7 +185,9 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
         progress.note(f"connecting to Ray at {args.ray_address}" if args.ray_address
                       else "starting a local Ray (about 10 s)")
         ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING", log_to_driver=False)
-    builder = ray.remote(TemplateBuilder).options(num_cpus=args.cpus_per_worker, num_gpus=args.num_gpus)
+    env = store_environment(settings.store, *dict(settings.tiers).values())  # actors see only their node's
+    builder = ray.remote(TemplateBuilder).options(num_cpus=args.cpus_per_worker, num_gpus=args.num_gpus,
+                                                  **({"runtime_env": {"env_vars": env}} if env else {}))
     rows, queue, running, idle = [], list(jobs), {}, []
     renewed = time.monotonic()
     try:

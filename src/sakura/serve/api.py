@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import time
 from typing import Awaitable, Callable
@@ -40,7 +39,12 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 NO_CACHE = "no-cache"
 MAX_SHARD_INDEX = 1_000_000
 MAX_HEADER_BYTES = 16 << 10
-access_log = logging.getLogger("sakura.serve.access")
+#: Under Ray Serve's logger, so a replica writes it with Serve's logging_config (JSON: one object
+#: per request, these fields beside Serve's request_id, route, replica...); outside Serve, where
+#: nothing configures ``ray.serve``, an application adds its own handler.
+access_log = logging.getLogger("ray.serve.sakura.access")
+#: The fields of an access line, as a JSON formatter writes each request's.
+ACCESS_FIELDS = ("http_method", "http_path", "http_status", "response_bytes", "latency_ms", "api_route")
 log = logging.getLogger("sakura.serve")
 
 
@@ -299,6 +303,6 @@ def _install_middleware(api: FastAPI, metrics: ServeMetrics) -> None:
         metrics.requests.labels(route, str(response.status_code)).inc()
         metrics.bytes.labels(route).inc(size)
         metrics.latency.labels(route).observe(elapsed)
-        access_log.info(json.dumps({"method": request.method, "path": request.url.path, "status": response.status_code,
-                                    "bytes": size, "ms": round(elapsed * 1000, 2), "route": route}))
+        fields = (request.method, request.url.path, response.status_code, size, round(elapsed * 1000, 2), route)
+        access_log.info("%s %s %s %d B %.2f ms", *fields[:5], extra=dict(zip(ACCESS_FIELDS, fields)))
         return response

@@ -9,22 +9,30 @@ from __future__ import annotations
 from typing import Any
 
 from ray import serve
+from ray.serve.schema import LoggingConfig
 
 from sakura.serve.api import create_api
+from sakura.platform.store import store_environment
 from sakura.serve.config import ServeConfig
 
 DEPLOYMENT_NAME = "sakura"
+#: Replica logs as JSON lines; the service writes its own access line per request (its fields:
+#: ``sakura.serve.api.ACCESS_FIELDS``), so Serve's plain one is off. The Serve configs in infra/ say the same.
+LOGGING = LoggingConfig(encoding="JSON", enable_access_log=False)
 
 
 def build_app(args: dict[str, Any] | None = None, *, num_replicas: int | str = 1) -> serve.Application:
     """An application for ``serve.run`` / ``serve deploy`` (``args`` override the environment)."""
     config = ServeConfig.from_env(**(args or {})).model_dump()
+    env = store_environment(config["store"])  # replicas on other nodes see only their node's environment
 
     def build_api():  # a zero-argument builder: Serve runs it on each replica
         return create_api(ServeConfig(**config))
 
     ingress = serve.ingress(build_api)
-    deployment = serve.deployment(name=DEPLOYMENT_NAME, num_replicas=num_replicas, max_ongoing_requests=64)(
+    options = {"ray_actor_options": {"runtime_env": {"env_vars": env}}} if env else {}
+    deployment = serve.deployment(name=DEPLOYMENT_NAME, num_replicas=num_replicas, max_ongoing_requests=64,
+                                  logging_config=LOGGING, **options)(
         ingress(type("ShardService", (), {}))
     )
     return deployment.bind()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import time
 
 import httpx
 import pytest
@@ -119,3 +121,28 @@ def test_redirect_mode_sends_clients_to_the_store_with_a_byte_range(service, lib
     assert r.status_code == 307 and r.headers["x-sakura-range"] == f"bytes={loc.offset}-{loc.offset + loc.length - 1}"
     direct = httpx.get(r.headers["location"], headers={"Range": r.headers["x-sakura-range"]}, timeout=30)
     assert direct.status_code == 206 and hashlib.sha256(direct.content).hexdigest() == loc.sha256
+
+
+def test_each_request_leaves_one_json_access_line_in_the_replica_log(service):
+    from pathlib import Path
+
+    import ray
+
+    from sakura.serve.api import ACCESS_FIELDS
+
+    path = "/v1/templates/tpl/versions/1/manifest"
+    assert service.get(path).status_code == 200
+    logs = Path(ray._private.worker._global_node.get_logs_dir_path()) / "serve"
+    deadline, found = time.time() + 20, []
+    while not found and time.time() < deadline:
+        for log_file in logs.glob("replica_*.log"):
+            for line in log_file.read_text(errors="replace").splitlines():
+                if '"http_path"' in line:
+                    record = json.loads(line)  # every line of the file is one JSON object
+                    if record["http_path"] == path and record.get("request_id"):
+                        found.append(record)
+        time.sleep(0.2)
+    assert found, f"no JSON access line for {path} under {logs}"
+    record = found[-1]
+    assert set(ACCESS_FIELDS) <= set(record) and record["http_method"] == "GET" and record["http_status"] == 200
+    assert record["response_bytes"] > 0 and record["api_route"].endswith("/manifest") and record["latency_ms"] >= 0

@@ -12,7 +12,7 @@ from sakura.platform.store.base import (
     TransientStoreError,
     check_key,
 )
-from sakura.platform.store.registry import open_store, register_scheme
+from sakura.platform.store.registry import open_store, register_scheme, store_environment
 from sakura.platform.store.retry import RetryingStore
 
 __all__ = [
@@ -29,4 +29,5 @@ __all__ = [
     "check_key",
     "open_store",
     "register_scheme",
+    "store_environment",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Callable
@@ -41,6 +42,17 @@ def _s3(uri: str) -> ObjectStore:
 
 register_scheme("file", _local)
 register_scheme("s3", _s3)
+
+
+def store_environment(*uris: str) -> dict[str, str]:
+    """The environment variables of this process that the stores ``uris`` name need wherever they
+    are opened (S3 credentials, region and endpoint for s3:// URIs): what a Ray job hands the
+    actors and replicas it starts, which otherwise see only their node's environment."""
+    if not any(urlparse(uri).scheme == "s3" for uri in uris):
+        return {}
+    from sakura.platform.store.s3 import CLIENT_ENV
+
+    return {name: os.environ[name] for name in CLIENT_ENV if os.environ.get(name)}
 
 
 def open_store(uri: str, *, retry: RetryPolicy | None = RetryPolicy()) -> ObjectStore:

@@ -29,6 +29,9 @@ _MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
 
 #: The query keys an s3:// URI may carry.
 QUERY_KEYS = ("endpoint",)
+#: What an S3 client in another process (a Ray actor or replica) needs from this one's environment.
+CLIENT_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION",
+              "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CA_BUNDLE", "SAKURA_S3_ENDPOINT")
 
 
 class S3Store(ObjectStore):

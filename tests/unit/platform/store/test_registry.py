@@ -56,3 +56,17 @@ def test_missing_s3_credentials_say_where_credentials_come_from(monkeypatch):
     store = open_store("s3://bucket/lib?endpoint=http://127.0.0.1:9", retry=None)
     with pytest.raises(StoreError, match="no S3 credentials found: set AWS_ACCESS_KEY_ID"):
         list(store.list("templates/"))
+
+
+def test_the_environment_an_s3_store_needs_elsewhere_is_its_credentials_region_and_endpoint(monkeypatch):
+    from sakura.platform.store import store_environment
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("SAKURA_S3_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("HOME_SECRET", "never forwarded")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    assert store_environment("file://./lib") == {}
+    env = store_environment("file://./lib", "s3://bucket/lib")
+    assert env["AWS_ACCESS_KEY_ID"] == "id" and env["SAKURA_S3_ENDPOINT"] == "http://127.0.0.1:9"
+    assert "HOME_SECRET" not in env and "AWS_SESSION_TOKEN" not in env
