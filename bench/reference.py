@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
+from sakura.evaluation.plots import image_grid
 from sakura.jobs import reference_data as data
 from sakura.platform.codec import decode_shard, default_levels, encode_shard
-from sakura.platform.images import save_grid
 from sakura.platform.importance import from_attention
 from sakura.platform.kv import TemplateKV
 from sakura.platform.models import EditRequest, Schedule, Template, load_model
@@ -41,19 +41,23 @@ def main() -> int:
     levels = default_levels()
     rng = np.random.default_rng(args.seed)
     report: dict = {"steps": args.steps, "pairs_per_task": args.pairs, "tasks": {}}
-    grid_rows = []
+    grid_rows, grid_labels = [], []
     for task in data.TASKS:
         batch = data.sample_batch("held_out", args.pairs, rng, tasks=(task,))
         rows = [evaluate_pair(adapter, schedule, levels, task, batch, i) for i in range(args.pairs)]
         report["tasks"][task] = summarise(rows)
         grid_rows += [r["images"] for r in rows[:2]]
+        grid_labels += [f"{task} #{i + 1}" for i in range(min(2, len(rows)))]
         t = report["tasks"][task]
         print(f"{task:15s} model {t['psnr_db']:5.2f} dB (ssim {t['ssim']:.3f})  copy {t['copy_psnr_db']:5.2f} dB  "
               f"gain {t['gain_db']:+5.2f} dB  top10% {t['top10_share']:.1%} top30% {t['top30_share']:.1%}  "
               f"medium {t['medium_psnr_vs_exact_db']:.1f} dB compact {t['compact_psnr_vs_exact_db']:.1f} dB", flush=True)
     if args.grid:
         Path(args.grid).parent.mkdir(parents=True, exist_ok=True)
-        save_grid(grid_rows, args.grid)
+        image_grid(Path(args.grid), grid_rows, row_labels=grid_labels,
+                   columns=["user photo", "template", "target (the task's algorithm)", "edit, exact KV",
+                            "edit, medium level", "edit, compact level"],
+                   title="reference model, held-out pairs: what it was asked, and its edits at each codec level")
         report["grid"] = args.grid
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from sakura._argparse import command_parser
 from sakura.examples import TEMPLATES, trace_path
-from sakura.platform.images import save_grid
 from sakura.platform.traces import BandwidthTrace, load_trace
 from sakura.platform.verify import verify_model
 
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespace) -> None:
     from sakura.edge_client import EdgeSession
     from sakura.evaluation import SYSTEMS, EditSimulator, measure_geometry, psnr_db
-    from sakura.evaluation.plots import bandwidth, gantt
+    from sakura.evaluation.plots import bandwidth, gantt, image_grid
     from sakura.evaluation.workload import example_spec, load_cases
     from sakura.platform.models import load_model
 
@@ -102,13 +101,15 @@ def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespa
             exact = session.edit(case.request.image, entry.id, policy="fixed-full", seed=case.request.seed)
         psnr = psnr_db(exact.image, live.image)
         psnr = "identical" if math.isinf(psnr) else f"{psnr:.1f} dB"
-        save_grid([[case.request.image, case.template.image, live.image, exact.image]], args.out / f"{entry.id}.png", scale=6)
+        image_grid(args.out / f"{entry.id}.png", [[case.request.image, case.template.image, live.image, exact.image]],
+                   columns=["the user's photo", "the template", f"edit over the link ({psnr})", "edit with the exact KV"],
+                   title=f"{entry.id} ({entry.task.value}): {entry.prompt}")
         geometry, _ = measure_geometry(adapter, case.manifest, case.payloads, case.template, case.request, repeats=2)
         sim = EditSimulator(geometry, trace, offset, rtt_s=args.rtt_ms / 1000)
         simulated = {system: sim.run(system).latency_s for system in systems}
         gantt(args.out / f"timeline-{entry.id}.png", {"sakura (live)": live.timeline, "cachegen (simulated)": sim.run("cachegen")},
               f"{entry.id}: {trace.name} from {offset:.0f} s")
-        bandwidth(args.out / f"bandwidth-{entry.id}.png", sim, live.timeline, trace.family)
+        bandwidth(args.out / f"bandwidth-{entry.id}.png", sim, live.timeline, f"{entry.id} (live)")
         counts = {lv: live.levels.count(lv) for lv in dict.fromkeys(live.levels)}
         print(f"   {entry.id:13s} live {live.latency_s:6.3f} s  stalls {live.timeline.stall_s:.3f} s  "
               f"{live.bytes / 1e3:6.1f} kB  levels {counts}  PSNR vs exact KV {psnr}")

@@ -37,6 +37,31 @@ def write_plots(out: Path, runs: dict, examples: dict) -> list[Path]:
     return written
 
 
+def image_grid(path: Path, rows: list[list[np.ndarray]], *, columns: list[str], row_labels: list[str] | None = None,
+               title: str | None = None) -> Path:
+    """Images (HxWx3 in [0, 1]) in a grid with a title over each column and, if given, a label
+    beside each row: a picture a person understands without the README."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(rows), len(columns), figsize=(2.1 * len(columns), 2.1 * len(rows) + 0.4),
+                             squeeze=False)
+    for r, row in enumerate(rows):
+        for c, image in enumerate(row):
+            ax = axes[r, c]
+            ax.imshow(np.clip(image, 0.0, 1.0), interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(columns[c], fontsize=8)
+            if c == 0 and row_labels:
+                ax.set_ylabel(row_labels[r], fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def latency_cdf(path: Path, runs: dict) -> Path:
     plt = _pyplot()
     families = list(runs)
@@ -65,7 +90,10 @@ def latency_cdf(path: Path, runs: dict) -> Path:
 
 
 #: The compute row's colours: the model's own work, the phone computing template KV, a stall.
-COMPUTE_COLOURS = {"model": "#6a994e", "computed on the phone": "#9d4edd", "stalled": "#d62828"}
+COMPUTE_COLOURS = {"model computing": "#6a994e", "template KV computed on the phone": "#9d4edd",
+                   "stalled (waiting for a shard)": "#d62828"}
+#: The request row: a request from its sending to its first byte (a round trip and the server's time).
+REQUEST_COLOUR, REQUEST_LABEL = "#bbbbbb", "request in flight (round trip)"
 
 
 def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
@@ -80,7 +108,7 @@ def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
         for s in edit.shards:
             colour = LEVEL_COLOURS.get(s.level, "#888888")
             if None not in (s.requested_at, s.first_byte_at, s.arrived_at):
-                ax.barh(3, s.first_byte_at - s.requested_at, left=s.requested_at, color="#bbbbbb", height=0.4,
+                ax.barh(3, s.first_byte_at - s.requested_at, left=s.requested_at, color=REQUEST_COLOUR, height=0.4,
                         edgecolor="white")
                 ax.barh(2, s.arrived_at - s.first_byte_at, left=s.first_byte_at, color=colour, height=0.6,
                         edgecolor="white", hatch="//" if s.taken_back else None)
@@ -95,7 +123,7 @@ def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
                      + (f", {taken} taken back from it" if taken else ""), fontsize=9)
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("seconds since the edit began (request: sent until its first byte)")
-    colours = {**LEVEL_COLOURS, **COMPUTE_COLOURS}
+    colours = legend(edits)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
     axes[0, 0].legend(handles, list(colours), fontsize=7, ncol=3, loc="upper right")
     fig.suptitle(title, fontsize=10)
@@ -105,6 +133,15 @@ def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
     return path
 
 
+def legend(edits: dict[str, Timeline]) -> dict[str, str]:
+    """Label -> colour of every kind of box the timeline draws: the request row, the levels these
+    edits used (no others), and the compute row's three."""
+    used = {s.level for edit in edits.values() for s in edit.shards}
+    return {REQUEST_LABEL: REQUEST_COLOUR,
+            **{f"{level} (fetch, decode)": c for level, c in LEVEL_COLOURS.items() if level in used},
+            **COMPUTE_COLOURS}
+
+
 def _compute_row(ax, edit: Timeline) -> None:
     """The model computes from the start (or a shard's consumption) until it asks for the next;
     a computed shard's template KV fills the time from its request to its consumption."""
@@ -112,16 +149,18 @@ def _compute_row(ax, edit: Timeline) -> None:
     ends = [s.needed_at for s in edit.shards] + [edit.latency_s]
     for a, b in zip(starts, ends):
         if a is not None and b is not None:
-            ax.barh(0, max(b - a, 0), left=a, color=COMPUTE_COLOURS["model"], height=0.6)
+            ax.barh(0, max(b - a, 0), left=a, color=COMPUTE_COLOURS["model computing"], height=0.6)
     for s in edit.shards:
         if s.computed and None not in (s.needed_at, s.consumed_at):
-            ax.barh(0, s.consumed_at - s.needed_at, left=s.needed_at, color=COMPUTE_COLOURS["computed on the phone"],
-                    height=0.6)
+            ax.barh(0, s.consumed_at - s.needed_at, left=s.needed_at,
+                    color=COMPUTE_COLOURS["template KV computed on the phone"], height=0.6)
     for stall in edit.stalls:
-        ax.barh(0, stall.seconds, left=stall.start, color=COMPUTE_COLOURS["stalled"], height=0.6)
+        ax.barh(0, stall.seconds, left=stall.start, color=COMPUTE_COLOURS["stalled (waiting for a shard)"], height=0.6)
 
 
-def bandwidth(path: Path, sim: EditSimulator, edit: Timeline, family: str) -> Path:
+def bandwidth(path: Path, sim: EditSimulator, edit: Timeline, subject: str) -> Path:
+    """The trace's bandwidth over the edit, each shard's transfer shaded in its level's colour;
+    ``subject`` says whose edit it is (a template, a trace family)."""
     plt = _pyplot()
     horizon = max(edit.latency_s * 1.2, 1.0)
     t = np.linspace(0, horizon, 400)
@@ -137,7 +176,8 @@ def bandwidth(path: Path, sim: EditSimulator, edit: Timeline, family: str) -> Pa
     ax.set_xlabel("seconds since the edit began")
     ax.set_ylabel("Mbit/s")
     ax.set_ylim(0, top * 1.15)
-    ax.set_title(f"{family}: level chosen per shard while its bytes flow (c/m/f = compact/medium/full)", fontsize=9)
+    ax.set_title(f"{subject} over {sim.trace.name}: the level chosen for each shard while its bytes flow "
+                 "(index:level, c/m/f = compact/medium/full)", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -113,18 +113,6 @@ def save_image(image: np.ndarray, path: str | Path) -> None:
     imsave(str(path), (np.clip(image, 0.0, 1.0) * 255).round().astype(np.uint8), check_contrast=False)
 
 
-def save_grid(rows: list[list[np.ndarray]], path: str | Path, scale: int = 4, pad: int = 2) -> None:
-    """Write images (HxWx3 in [0, 1]) as a PNG grid, each pixel ``scale`` times larger."""
-    tiles = [[np.kron(np.clip(img, 0.0, 1.0), np.ones((scale, scale, 1))) for img in row] for row in rows]
-    h, w = tiles[0][0].shape[:2]
-    canvas = np.ones((len(rows) * (h + pad) + pad, max(map(len, rows)) * (w + pad) + pad, 3))
-    for r, row in enumerate(tiles):
-        for c, tile in enumerate(row):
-            top, left = pad + r * (h + pad), pad + c * (w + pad)
-            canvas[top : top + h, left : left + w] = tile
-    save_image(canvas, path)
-
-
 def _skimage_name(ref: str) -> str:
     name = ref[len(SKIMAGE_SCHEME):]
     if name not in BUNDLED_SKIMAGE and _lfw_index(name) is None:
