@@ -50,8 +50,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
+    from sakura._ray import join_or_start
+
     library = f"file://{(args.out / 'library').resolve()}"
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    join_or_start(None, num_cpus=2, logging_level="ERROR")
     try:
         print(f"== 2. build the example templates into {library} (Ray job), serve them (Ray Serve)", flush=True)
         from sakura.jobs import build
@@ -67,10 +69,7 @@ def main(argv: list[str] | None = None) -> int:
               f"RTT {args.rtt_ms:.0f} ms) -> {args.out}/", flush=True)
         _edits(url, library, trace, args)
     finally:
-        from ray import serve
-
-        serve.shutdown()
-        ray.shutdown()
+        ray.shutdown()  # our own local Ray: Serve stops with it (its graceful shutdown waits ~30 s)
     left = _leftover_processes()
     print(f"== 4. Serve and Ray stopped; processes left behind: {left or 'none'}")
     print(f"   done in {time.time() - started:.0f} s")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sakura._argparse import command_parser
+from sakura._ray import join_or_start
 from sakura.jobs.builder import BuildJob, BuildOutcome, BuildSettings, TemplateBuilder, content_hash
 from sakura.jobs.progress import Progress
 from sakura.platform.codec import default_levels
@@ -184,7 +185,7 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
     if owns_ray:
         progress.note(f"connecting to Ray at {args.ray_address}" if args.ray_address
                       else "starting a local Ray (about 10 s)")
-        ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+        join_or_start(args.ray_address)
     env = store_environment(settings.store, *dict(settings.tiers).values())  # actors see only their node's
     builder = ray.remote(TemplateBuilder).options(num_cpus=args.cpus_per_worker, num_gpus=args.num_gpus,
                                                   **({"runtime_env": {"env_vars": env}} if env else {}))

@@ -133,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
-    ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING")
+    from sakura._ray import join_or_start
+
+    join_or_start(args.ray_address)
     try:
         remote = ray.remote(num_cpus=config.threads, num_gpus=args.num_gpus)(train)
         result = ray.get(remote.remote(config))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -33,20 +34,29 @@ def main(argv: list[str] | None = None) -> int:
     import ray
     from ray import serve
 
-    ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING")
+    from sakura._ray import join_or_start
+
+    own_cluster = join_or_start(args.ray_address)
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)  # the startup line below says what matters
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        url = run_app(args.store, host=args.host, port=args.port, num_replicas=args.replicas,
+        url = run_app(args.store, host=args.host, port=args.port, num_replicas=args.replicas, name=APP_NAME,
                       mode=args.mode, cdn_base_url=args.cdn_base_url, disk_cache_dir=args.disk_cache_dir)
         print(f"serving {args.store} on {url} ({args.mode} mode); Ctrl-C stops", flush=True)
         stop.wait()
     finally:
-        serve.shutdown()
+        # Our own local Ray stops with everything on it at once; Serve's graceful shutdown would wait
+        # ~30 s for its controller. On a shared cluster, take down only this application.
+        if not own_cluster and serve.status().applications.get(APP_NAME) is not None:
+            serve.delete(APP_NAME)
         ray.shutdown()
     print("stopped", flush=True)
     return 0
+
+
+APP_NAME = "sakura"
 
 
 def _check_store(uri: str) -> None:
