@@ -136,7 +136,7 @@ def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
 def legend(edits: dict[str, Timeline]) -> dict[str, str]:
     """Label -> colour of every kind of box the timeline draws: the request row, the levels these
     edits used (no others), and the compute row's three."""
-    used = {s.level for edit in edits.values() for s in edit.shards}
+    used = {s.level for edit in edits.values() for s in edit.shards if not s.computed}
     return {REQUEST_LABEL: REQUEST_COLOUR,
             **{f"{level} (fetch, decode)": c for level, c in LEVEL_COLOURS.items() if level in used},
             **COMPUTE_COLOURS}

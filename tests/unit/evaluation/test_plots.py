@@ -11,7 +11,8 @@ from sakura.evaluation.plots import COMPUTE_COLOURS, REQUEST_LABEL, image_grid, 
 
 
 def test_the_timeline_legend_names_requests_compute_and_stalls_and_only_the_levels_used():
-    edit = Timeline("hybrid", shards=[ShardTiming(index=0, level="medium"), ShardTiming(index=1, level="compact")])
+    edit = Timeline("hybrid", shards=[ShardTiming(index=0, level="medium"), ShardTiming(index=1, level="compact"),
+                                      ShardTiming(index=2, level="full", source="computed")])  # not fetched
     labels = list(legend({"live": edit}))
     assert labels[0] == REQUEST_LABEL and set(COMPUTE_COLOURS) <= set(labels)
     assert "medium (fetch, decode)" in labels and "compact (fetch, decode)" in labels
