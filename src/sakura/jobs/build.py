@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sakura._argparse import command_parser
@@ -51,6 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--allow-model-change", action="store_true",
                    help="move `latest` onto the new version even when it serves one built for another model "
                         "(every phone with that model then fails)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (one object per template)")
     p.add_argument("--create", action="store_true",
                    help="start a new library if the store's folder does not exist yet (else a missing store is a "
                         "mistake: a typo in the path); an s3:// bucket must exist either way")
@@ -84,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     if jobs:
         rows += run_jobs(args, settings, library, jobs, progress)
     progress.close()
-    print_summary(rows)
+    if args.json:
+        print(json.dumps([asdict(r) for r in sorted(rows, key=lambda r: r.template_id)], indent=1))
+    else:
+        print_summary(rows)
     return 1 if any(r.status == "failed" for r in rows) else 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="node-local disk cache directory; none: no disk cache, unless SAKURA_DISK_CACHE_DIR names one")
     p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
                    help="Ray cluster address (the default comes from RAY_ADDRESS); none: start a local Ray")
+    p.add_argument("--json", action="store_true", help="print the startup and stop lines as JSON objects")
     args = p.parse_args(argv)
     _check_store(args.store)
 
@@ -44,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         url = run_app(args.store, host=args.host, port=args.port, num_replicas=args.replicas, name=APP_NAME,
                       mode=args.mode, cdn_base_url=args.cdn_base_url, disk_cache_dir=args.disk_cache_dir)
-        print(f"serving {args.store} on {url} ({args.mode} mode); Ctrl-C stops", flush=True)
+        print(json.dumps({"event": "serving", "store": args.store, "url": url, "mode": args.mode}) if args.json
+              else f"serving {args.store} on {url} ({args.mode} mode); Ctrl-C stops", flush=True)
         stop.wait()
     finally:
         # Our own local Ray stops with everything on it at once; Serve's graceful shutdown would wait
@@ -52,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         if not own_cluster and serve.status().applications.get(APP_NAME) is not None:
             serve.delete(APP_NAME)
         ray.shutdown()
-    print("stopped", flush=True)
+    print(json.dumps({"event": "stopped"}) if args.json else "stopped", flush=True)
     return 0
 
 

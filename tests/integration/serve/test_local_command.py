@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -14,8 +15,8 @@ import pytest
 from tests.integration.conftest import free_port
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
-def test_sakura_serve_starts_serves_and_stops_quietly_on_a_signal(tmp_path, stop):
+@pytest.mark.parametrize("stop, as_json", [(signal.SIGINT, False), (signal.SIGTERM, True)])
+def test_sakura_serve_starts_serves_and_stops_quietly_on_a_signal(tmp_path, stop, as_json):
     """Ctrl-C or a SIGTERM (what systemd and Kubernetes send) stops it without Serve's graceful
     shutdown of its own local Ray (which waited ~30 s for the controller), and the terminal shows
     what a person needs: the startup line and "stopped", no Ray or Serve chatter."""
@@ -23,7 +24,7 @@ def test_sakura_serve_starts_serves_and_stops_quietly_on_a_signal(tmp_path, stop
     store.mkdir()
     port = free_port()
     exe = str(Path(sys.executable).with_name("sakura"))
-    proc = subprocess.Popen([exe, "serve", "--store", f"file://{store}", "--port", str(port)],
+    proc = subprocess.Popen([exe, "serve", "--store", f"file://{store}", "--port", str(port), *(["--json"] if as_json else [])],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         deadline = time.time() + 120
@@ -38,8 +39,11 @@ def test_sakura_serve_starts_serves_and_stops_quietly_on_a_signal(tmp_path, stop
         proc.send_signal(stop)
         out, _ = proc.communicate(timeout=90)
         assert proc.returncode == 0, out[-2000:]
-        assert out.splitlines() == [f"serving file://{store} on http://127.0.0.1:{port} (proxy mode); Ctrl-C stops",
-                                    "stopped"], out[-2000:]
+        url = f"http://127.0.0.1:{port}"
+        expected = ([json.dumps({"event": "serving", "store": f"file://{store}", "url": url, "mode": "proxy"}),
+                     json.dumps({"event": "stopped"})] if as_json
+                    else [f"serving file://{store} on {url} (proxy mode); Ctrl-C stops", "stopped"])
+        assert out.splitlines() == expected, out[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()

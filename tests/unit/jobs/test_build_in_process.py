@@ -3,6 +3,8 @@ and publish, and its checks before anything is written."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sakura.examples import TEMPLATES
@@ -55,3 +57,14 @@ def test_a_build_for_another_model_publishes_but_leaves_latest_and_says_why(tmp_
     assert TemplateLibrary.open(uri).resolve(spec.templates[0].id, "latest") == 1
     [moved] = build_in_process(spec, uri, model="tiny-flux", steps=1, allow_model_change=True)
     assert moved.error == "" and TemplateLibrary.open(uri).resolve(spec.templates[0].id, "latest") == 3
+
+
+def test_build_json_summarises_each_template_as_an_object(tmp_path, capsys):
+    from sakura.jobs.build import main
+
+    uri = f"file://{tmp_path}/lib"
+    build_in_process(load_spec(TEMPLATES), uri, model="reference")  # so the job below has nothing to build
+    assert main(["--spec", str(TEMPLATES), "--model", "reference", "--store", uri, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["template_id"], r["status"], r["version"]) for r in rows] == [
+        (e.id, "unchanged", 1) for e in sorted(load_spec(TEMPLATES).templates, key=lambda e: e.id)]
