@@ -95,13 +95,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def preflight(args: argparse.Namespace) -> tuple[TemplateSpec, BuildSettings, TemplateLibrary, str]:
     """Validate spec (every image's header too), model and stores; nothing is written if any is wrong."""
-    return prepare(load_spec(args.spec), model=args.model, store=args.store, tiers=dict(_parse_tier(t) for t in args.tier),
-                   steps=args.steps, strength=args.strength, calibration=args.calibration, source=str(args.spec),
-                   create=args.create)
+    tiers = dict(_parse_tier(t) for t in args.tier)
+    return prepare(load_spec(args.spec), model=args.model, store=args.store, tiers=tiers, steps=args.steps,
+                   strength=args.strength, calibration=args.calibration, source=str(args.spec), create=args.create)
 
 
-def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str] | None = None, steps: int | None = None,
-            strength: float = 1.0, calibration: int = 2, source: str = "spec", create: bool = False,
+def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str] | None = None,
+            steps: int | None = None, strength: float = 1.0, calibration: int = 2, source: str = "spec",
+            create: bool = False,
             ) -> tuple[TemplateSpec, BuildSettings, TemplateLibrary, str]:
     """Check ``spec`` against ``model`` and open every store (each must exist, unless ``create``
     may start it, and be writable): the build's settings, its library and the model's fingerprint."""

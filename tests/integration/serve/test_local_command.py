@@ -24,7 +24,8 @@ def test_sakura_serve_starts_serves_and_stops_quietly_on_a_signal(tmp_path, stop
     store.mkdir()
     port = free_port()
     exe = str(Path(sys.executable).with_name("sakura"))
-    proc = subprocess.Popen([exe, "serve", "--store", f"file://{store}", "--port", str(port), *(["--json"] if as_json else [])],
+    argv = [exe, "serve", "--store", f"file://{store}", "--port", str(port), *(["--json"] if as_json else [])]
+    proc = subprocess.Popen(argv,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         deadline = time.time() + 120
