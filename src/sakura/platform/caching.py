@@ -100,6 +100,8 @@ class Budget(Generic[K]):
         freed += self.cost(key) if key is not None else 0
         excess = self.used - freed + cost - self.budget
         victims: list[K] = []
+        if excess <= 0:
+            return victims  # it fits: the policy need not order anything (its order may cost I/O)
         for victim in self._policy.victims(key):
             if excess <= 0:
                 break
