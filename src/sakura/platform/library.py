@@ -321,9 +321,8 @@ class TemplateLibrary:
         def should_move(current: int | None) -> bool:
             if current == version:
                 return False
-            theirs = self.model_of(template_id, current) if current else None
-            ours = self.model_of(template_id, version)
-            if not allow_model_change and theirs and ours and theirs != ours:
+            if current and not allow_model_change and not self.same_model(template_id, current, version):
+                theirs, ours = (self.model_of(template_id, v) or ("?", "") for v in (current, version))
                 raise ModelChange(f"alias {alias!r} of {template_id!r} serves v{current} (model {theirs[0]}); v{version} "
                                   f"is built for model {ours[0]}: phones would need the other model. "
                                   "Allow it explicitly (--allow-model-change)")
