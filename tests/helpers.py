@@ -61,3 +61,34 @@ def exact_edit(model, template_image: str, photo: str, *, seed: int = 0, steps: 
     schedule = Schedule(steps=steps)
     kv = model.capture(template, EditRequest(fit_image(load_image("skimage:camera"), res)), schedule).kv
     return model.edit_image(kv, "p", EditRequest(fit_image(load_image(photo), res), seed=seed), schedule)
+
+
+DASHBOARD = Path(__file__).resolve().parents[1] / "infra" / "grafana" / "sakura-serve.json"
+_PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool",
+                 "offset"}
+
+
+def dashboard_queries(path: Path = DASHBOARD) -> list[str]:
+    """Every PromQL expression of a Grafana dashboard: its panels' targets and its query variables."""
+    import json
+
+    dashboard = json.loads(path.read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+    for variable in dashboard.get("templating", {}).get("list", []):
+        if variable.get("type") == "query":
+            query = variable["query"]
+            exprs.append(query["query"] if isinstance(query, dict) else query)
+    return exprs
+
+
+def promql_metric_names(expr: str) -> set[str]:
+    """The metric names an expression reads: identifiers left once strings, label matchers,
+    ranges and grouping lists are removed, other than functions (followed by ``(``) and keywords."""
+    import re
+
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)
+    expr = re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", expr)
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
+    expr = re.sub(r"\blabel_values\s*\(\s*([a-zA-Z_:][\w:]*)[^)]*\)", r" \1 ", expr)
+    names = re.findall(r"(?<![\w.$:])([a-zA-Z_:][\w:]*)(?![\w:])(?!\s*\()", expr)
+    return {n for n in names if n not in _PROMQL_WORDS}

@@ -89,12 +89,15 @@ class RayCluster:
         os.environ["RAY_AUTH_MODE"] = "disabled"  # loopback-only test cluster
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
+        self.metrics_port = free_port()  # Ray's Prometheus endpoint of this (only) node
         ray_cli = str(Path(sys.executable).with_name("ray"))
         self._proc = subprocess.Popen(
             [ray_cli, "start", "--head", "--block", f"--port={self.port}", "--num-cpus=2",
-             "--include-dashboard=false", "--disable-usage-stats"],
+             "--include-dashboard=false", "--disable-usage-stats", f"--metrics-export-port={self.metrics_port}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
+            # metrics reach the endpoint within a second (Ray's default: every 10 s)
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+                 "RAY_metrics_report_interval_ms": "1000"})
         deadline = time.time() + 120
         while time.time() < deadline:
             with socket.socket() as s:
@@ -141,10 +144,12 @@ def ray_cluster() -> Iterator[RayCluster]:
 
 
 @contextlib.contextmanager
-def serve_apps(apps: dict[str, dict], *, health: str = "/healthz") -> Iterator[str]:
-    """Ray Serve on a free loopback port with one ``build_app(args)`` per route prefix, ready when
-    ``health`` answers; shut down afterwards (a later module's ``serve.start`` would otherwise
-    attach to this instance and never listen on its own port). Yields the base URL."""
+def serve_apps(apps: dict[str, dict], *, health: str = "/healthz", num_replicas: int = 1,
+               name: str = "app") -> Iterator[str]:
+    """Ray Serve on a free loopback port with one ``build_app(args)`` per route prefix (applications
+    ``{name}0``, ``{name}1``...), ready when ``health`` answers; shut down afterwards (a later
+    module's ``serve.start`` would otherwise attach to this instance and never listen on its own
+    port). Yields the base URL."""
     import httpx
     from ray import serve
 
@@ -154,7 +159,7 @@ def serve_apps(apps: dict[str, dict], *, health: str = "/healthz") -> Iterator[s
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
         for i, (prefix, args) in enumerate(apps.items()):
-            serve.run(build_app(args), name=f"app{i}", route_prefix=prefix)
+            serve.run(build_app(args, num_replicas=num_replicas), name=f"{name}{i}", route_prefix=prefix)
         base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 60
         while time.time() < deadline:

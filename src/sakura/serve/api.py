@@ -31,7 +31,7 @@ from sakura.platform.store import NotFound, StoreError, TransientStoreError
 from sakura.serve.body import parse_alias_body, read_capped
 from sakura.serve.config import ServeConfig
 from sakura.serve.errors import ApiError
-from sakura.serve.metrics import ServeMetrics
+from sakura.serve.metrics import UNMATCHED_ROUTE, ServeMetrics
 from sakura.serve.ranges import RangeNotSatisfiable, parse_range
 from sakura.serve.reader import ShardReader, ShardRef
 
@@ -48,10 +48,13 @@ ACCESS_FIELDS = ("http_method", "http_path", "http_status", "response_bytes", "l
 log = logging.getLogger("sakura.serve")
 
 
-def create_api(config: ServeConfig) -> FastAPI:
-    metrics = ServeMetrics()
+def create_api(config: ServeConfig, metrics: ServeMetrics | None = None) -> FastAPI:
+    """The API over ``config``'s library; ``metrics`` default to in-memory ones (a Serve replica
+    passes Ray's, see :mod:`sakura.serve.metrics`)."""
+    metrics = metrics or ServeMetrics()
     reader = ShardReader(config, metrics)
     api = FastAPI(title="SAKURA shard service", version="1", docs_url=None, redoc_url=None)
+    api.state.metrics = metrics
     _install_error_handlers(api, config)
     _install_middleware(api, metrics)
 
@@ -66,10 +69,6 @@ def create_api(config: ServeConfig) -> FastAPI:
     @api.get("/healthz")
     def healthz() -> dict:
         return {"status": "ok"}
-
-    @api.get("/metrics")
-    def prometheus() -> Response:
-        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     @api.get(http_api.CATALOGUE)
     def catalogue(request: Request) -> JSONResponse:
@@ -297,12 +296,10 @@ def _install_middleware(api: FastAPI, metrics: ServeMetrics) -> None:
             response: Response = _error(431, "headers_too_large", f"request headers exceed {MAX_HEADER_BYTES} bytes")
         else:
             response = await call_next(request)
-        route = getattr(request.scope.get("route"), "path", "unmatched")
+        route = getattr(request.scope.get("route"), "path", UNMATCHED_ROUTE)
         elapsed = time.perf_counter() - start
         size = int(response.headers.get("content-length", 0) or 0)
-        metrics.requests.labels(route, str(response.status_code)).inc()
-        metrics.bytes.labels(route).inc(size)
-        metrics.latency.labels(route).observe(elapsed)
+        metrics.request(route, response.status_code, size, elapsed)
         fields = (request.method, request.url.path, response.status_code, size, round(elapsed * 1000, 2), route)
         access_log.info("%s %s %s %d B %.2f ms", *fields[:5], extra=dict(zip(ACCESS_FIELDS, fields)))
         return response

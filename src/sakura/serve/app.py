@@ -1,7 +1,8 @@
 """The Ray Serve application: ``sakura.serve.app:app`` (configured from the environment), or
 ``sakura.serve.app:build_app`` with ``args`` from a Serve config file.
 
-Each replica builds its own FastAPI app (and so its own caches and metrics) when it starts.
+Each replica builds its own FastAPI app (and so its own caches) when it starts; its metrics go
+through Ray's (:mod:`sakura.serve.metrics`).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from typing import Any
 from ray import serve
 from ray.serve.schema import LoggingConfig
 
-from sakura.serve.api import create_api
 from sakura.platform.store import store_environment
+from sakura.serve.api import create_api
 from sakura.serve.config import ServeConfig
+from sakura.serve.metrics import RayRecorder, ServeMetrics
 
 DEPLOYMENT_NAME = "sakura"
 #: Replica logs as JSON lines; the service writes its own access line per request (its fields:
@@ -27,7 +29,7 @@ def build_app(args: dict[str, Any] | None = None, *, num_replicas: int | str = 1
     env = store_environment(config["store"])  # replicas on other nodes see only their node's environment
 
     def build_api():  # a zero-argument builder: Serve runs it on each replica
-        return create_api(ServeConfig(**config))
+        return create_api(ServeConfig(**config), ServeMetrics(RayRecorder()))
 
     ingress = serve.ingress(build_api)
     options = {"ray_actor_options": {"runtime_env": {"env_vars": env}}} if env else {}

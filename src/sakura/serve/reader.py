@@ -171,7 +171,7 @@ class ShardReader:
         try:
             return self._root.head(layout.manifest_key(template_id, version)) is not None
         except TransientStoreError as exc:
-            self.metrics.store_errors.labels("unavailable").inc()
+            self.metrics.store_error("unavailable")
             log.warning("cannot revalidate %s v%s now, serving it from the cache: %s", template_id, version, exc)
             return True
 
@@ -203,27 +203,27 @@ class ShardReader:
         sha = ref.location.sha256
         data = self.memory.get(sha)
         if data is not None:
-            self.metrics.tier_hits.labels("memory").inc()
+            self.metrics.tier_hit("memory")
             return Shard(data, sha, "memory")
         if self.disk is not None and (data := self.disk.get(sha)) is not None:
-            self.metrics.tier_hits.labels("disk").inc()
+            self.metrics.tier_hit("disk")
             self.memory.put(sha, data)
             return Shard(data, sha, "disk")
         try:
             data = ref.store.get(ref.key, (ref.location.offset, ref.location.offset + ref.location.length))
         except TransientStoreError:
-            self.metrics.store_errors.labels("unavailable").inc()
+            self.metrics.store_error("unavailable")
             raise
         except NotFound as exc:
             raise self._lost(manifest, exc) from None
         try:
             verify_payload(data, ref.location)
         except ShardIntegrityError:
-            self.metrics.corrupt.inc()
+            self.metrics.corrupt_shard()
             log.error("corrupt bytes %s v%s %s: bytes at %s do not match sha256 %s",
                       manifest.template_id, manifest.version, what, ref.key, sha)
             raise
-        self.metrics.tier_hits.labels("store").inc()
+        self.metrics.tier_hit("store")
         self.memory.put(sha, data)
         if self.disk is not None:
             self.disk.put(sha, data)
@@ -312,7 +312,7 @@ class ShardReader:
         return self._fault(exc)
 
     def _fault(self, exc: StoreError) -> errors.ApiError:
-        self.metrics.store_errors.labels("missing").inc()
+        self.metrics.store_error("missing")
         if not self._root_present():
             return errors.store_outage()
         log.error("store fault: %s", exc)

@@ -7,10 +7,12 @@ import hashlib
 import pytest
 from fastapi.testclient import TestClient
 
+from sakura.platform import http_api
 from sakura.platform.layout import manifest_key
 from sakura.platform.manifest import Manifest, PhoneManifest
 from sakura.serve.api import create_api
 from sakura.serve.config import ServeConfig
+from sakura.serve.metrics import UNMATCHED_ROUTE
 from sakura.serve.ranges import parse_range
 
 ADMIN = "s3cret-admin"
@@ -35,8 +37,22 @@ def test_health_catalogue_versions_and_metrics(client):
     assert client.get("/v1/templates").json() == {"templates": [{"id": "tpl", "aliases": {"latest": 2}}]}
     assert client.get("/v1/templates/tpl/versions").json()["versions"] == [1, 2]
     client.get(shard_url())
-    text = client.get("/metrics").text
-    assert "sakura_requests_total" in text and 'sakura_shard_tier_hits_total{tier="store"}' in text
+    client.get(shard_url())
+    metrics = client.app.state.metrics
+    assert metrics.value("sakura_requests", route=http_api.SHARD, status="200") == 2
+    assert metrics.value("sakura_requests") == 5
+    assert metrics.value("sakura_request_seconds_count", route=http_api.CATALOGUE) == 1
+    assert metrics.value("sakura_shard_tier_hits", tier="store") == 1  # the second read is cached
+    assert metrics.value("sakura_shard_tier_hits", tier="memory") == 1
+
+
+def test_unmatched_paths_share_one_route_label_and_metrics_is_not_a_route(client):
+    for path in ("/nope", "/v1/templates/tpl/versions/1/nothing/here", "/metrics"):
+        assert client.get(path).status_code == 404
+    metrics = client.app.state.metrics
+    assert metrics.value("sakura_requests", route=UNMATCHED_ROUTE, status="404") == 3
+    assert {dict(key)["route"] for (name, key) in metrics.recorder.totals if name == "sakura_requests"} == {
+        UNMATCHED_ROUTE}
 
 
 def test_manifest_numeric_is_immutable_and_alias_is_not(client):
@@ -62,7 +78,7 @@ def test_shard_bytes_etag_304_and_ranges(client):
     assert part.status_code == 206 and part.content == r.content[10:20]
     assert part.headers["content-range"] == f"bytes 10-19/{len(r.content)}"
     assert client.get(shard_url(), headers={"Range": "bytes=-5"}).content == r.content[-5:]
-    assert client.get(shard_url(), headers={"Range": f"bytes=100-"}).content == r.content[100:]
+    assert client.get(shard_url(), headers={"Range": "bytes=100-"}).content == r.content[100:]
     bad = client.get(shard_url(), headers={"Range": f"bytes={len(r.content)}-"})
     assert bad.status_code == 416 and bad.headers["content-range"] == f"bytes */{len(r.content)}"
     assert client.get(shard_url(version="latest")).headers["cache-control"] == "no-cache"
@@ -161,7 +177,7 @@ def test_altered_bytes_are_never_served(tmp_path, library_uri):
     r = client.get(shard_url(shard="1", level="compact"))
     assert r.status_code == 502 and r.json()["code"] == "shard_corrupt"
     assert client.get(shard_url(shard="0", level="compact")).status_code == 200
-    assert "sakura_corrupt_shards_total 1.0" in client.get("/metrics").text
+    assert client.app.state.metrics.value("sakura_corrupt_shards") == 1
 
 
 def test_oversized_headers_get_431(client):
