@@ -6,7 +6,7 @@ import argparse
 import functools
 import json
 import os
-from typing import Callable
+from typing import Any, Callable
 
 from sakura._argparse import group
 from sakura.platform.library import LATEST, RETIRE_GRACE_S, TemplateLibrary, UnknownTemplate
@@ -73,7 +73,7 @@ def _suggesting(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
 
 def catalog_ls(args: argparse.Namespace) -> int:
     library = _library(args)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for t in library.templates():
         aliases = library.aliases(t)
         model = library.model_of(t, aliases[LATEST]) if LATEST in aliases else None
@@ -84,8 +84,8 @@ def catalog_ls(args: argparse.Namespace) -> int:
         return 0
     print(f"{'template':24s} {'model (latest)':16s} {'versions':20s} aliases")
     for r in rows:
-        aliases = ", ".join(f"{a}={v}" for a, v in sorted(r["aliases"].items()))
-        print(f"{r['template']:24s} {r['model'] or '-':16s} {','.join(map(str, r['versions'])):20s} {aliases}")
+        names = ", ".join(f"{a}={v}" for a, v in sorted(r["aliases"].items()))
+        print(f"{r['template']:24s} {r['model'] or '-':16s} {','.join(map(str, r['versions'])):20s} {names}")
     return 0
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from sakura.edge_client._connections import CLOSED
 from sakura.edge_client.errors import EdgeError, EditCancelled, TransportError
@@ -26,6 +26,14 @@ from sakura.edge_client.errors import EdgeError, EditCancelled, TransportError
 #: of grace absorbs that.
 MIN_USEFUL_RATE = 8_000.0
 STALLED = "stalled"  # an attempt fell behind the minimum useful rate (retried, unlike the other reasons)
+
+
+class CancelFlag(Protocol):
+    """What cancels an operation: a ``threading.Event``, or any flag with its two reads."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float) -> bool: ...
 
 
 class Retryable(Exception):
@@ -80,7 +88,7 @@ class Operation:
     """One document or shard across all its attempts: the progress it must keep up, and what
     stops it (the watchdog asks :meth:`check`)."""
 
-    def __init__(self, what: str, *, timeout_s: float, min_rate: float, cancel: threading.Event | None,
+    def __init__(self, what: str, *, timeout_s: float, min_rate: float, cancel: CancelFlag | None,
                  budget: NetworkBudget | None, closed: Callable[[], bool]) -> None:
         self.what, self.timeout_s, self.min_rate = what, timeout_s, min_rate
         self.cancel, self.budget, self.closed = cancel, budget, closed
@@ -127,6 +135,7 @@ class Operation:
             return TransportError(f"{self.what}: the transport was closed")
         elapsed = time.monotonic() - self.start
         if reason == "edit deadline":
+            assert self.budget is not None  # only a budget's expiry gives this reason
             return TransportError(f"{self.what}: the edit's downloads ran past their deadline "
                                   f"({self.budget.grace_s:g} s, plus a second per {self.min_rate:.0f} bytes received)")
         return TransportError(f"{self.what}: too slow: {self.received} bytes in {elapsed:.1f} s, below "

@@ -9,6 +9,7 @@ import time
 from typing import Callable
 
 from sakura.edge_client._cache import ShardCache
+from sakura.edge_client._deadlines import CancelFlag
 from sakura.edge_client._first_shard import FirstShard, FirstShardBytes
 from sakura.edge_client._transport import Abandon, HttpTransport
 from sakura.edge_client.estimator import BandwidthEstimator
@@ -94,7 +95,7 @@ class ShardFetcher:
         return http_api.shard_path(self.manifest.template_id, self.manifest.version, index, level)
 
     def fetch(
-        self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: threading.Event,
+        self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: CancelFlag,
         near_done: threading.Event | None = None,
     ) -> tuple[str, bytes]:
         """The chosen (or switched-to) level and its verified bytes. ``near_done`` is set once the
@@ -154,7 +155,7 @@ class ShardFetcher:
         return max(rtt_s, ahead / bytes_per_s) + nbytes / bytes_per_s - rtt_s
 
     def _download(
-        self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: threading.Event,
+        self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: CancelFlag,
         near_done: threading.Event,
     ) -> bytes:
         location = self.manifest.shards[index].levels[level]

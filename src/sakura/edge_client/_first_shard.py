@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from sakura.edge_client._deadlines import CancelFlag
 from sakura.edge_client._transport import HttpTransport, Reply
 from sakura.edge_client.errors import EdgeError
 from sakura.platform import http_api
@@ -62,7 +63,7 @@ class FirstShard:
         shard = manifest.shards[0]
         return next(level.name for level in manifest.levels if level.name in shard.levels)
 
-    def take(self, manifest: PhoneManifest, cancel: threading.Event) -> FirstShardBytes | None:
+    def take(self, manifest: PhoneManifest, cancel: CancelFlag) -> FirstShardBytes | None:
         """The shard once it has arrived, if it is the one ``manifest`` lists; None otherwise."""
         while not self._done.wait(_POLL_S):
             if cancel.is_set():

@@ -31,6 +31,7 @@ from concurrent.futures import wait as futures_wait
 from typing import Callable, TypeVar
 
 from sakura.edge_client._compute_model import ComputeModel
+from sakura.edge_client._deadlines import CancelFlag
 from sakura.edge_client._fetcher import ShardFetcher
 from sakura.edge_client._streaming_kv import POLL_S, StreamingKV
 from sakura.edge_client._template_kv import TemplateComputer
@@ -244,8 +245,9 @@ class EditPipeline:
 
     def _fail_fast(self, future: Future) -> None:
         """A download failed: stop everything now, not when its turn to be handed over comes."""
-        if not future.cancelled() and future.exception() is not None:
-            self._fail(future.exception())
+        error = None if future.cancelled() else future.exception()
+        if error is not None:
+            self._fail(error)
 
     def _hand_over(self, future: Future) -> None:
         while not future.done() and not self._stopped():
@@ -285,7 +287,7 @@ class EditPipeline:
     def _known(self, level: object, verb: str) -> str:
         if level not in self._levels:
             raise PolicyError(f"policy {self.policy.name} {verb} level {level!r}; the template has {list(self._levels)}")
-        return level  # type: ignore[return-value]
+        return level
 
     def _wait(self, event: threading.Event, future: Future) -> None:
         while not event.wait(POLL_S) and not future.done() and not self._stopped():
@@ -373,7 +375,7 @@ _InFlight = collections.deque[tuple[Future, threading.Event]]
 class _Either:
     """Set when either event is (the transport's view of cancellation)."""
 
-    def __init__(self, a: threading.Event, b: threading.Event) -> None:
+    def __init__(self, a: CancelFlag, b: CancelFlag) -> None:
         self.a, self.b = a, b
 
     def is_set(self) -> bool:

@@ -20,13 +20,12 @@ import hashlib
 import http.client
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from sakura.edge_client._connections import ConnectionPool
-from sakura.edge_client._deadlines import MIN_USEFUL_RATE, STALLED, NetworkBudget, Operation, Retryable
+from sakura.edge_client._deadlines import MIN_USEFUL_RATE, STALLED, CancelFlag, NetworkBudget, Operation, Retryable
 from sakura.edge_client._responses import (
     RETRYABLE_STATUS,
     Progress,
@@ -108,7 +107,7 @@ class HttpTransport:
         self.pool = ConnectionPool(timeout_s=timeout_s, idle_s=idle_s)
 
     # -- public --------------------------------------------------------------------------
-    def get(self, path: str, headers: dict[str, str] | None = None, *, cancel: threading.Event | None = None,
+    def get(self, path: str, headers: dict[str, str] | None = None, *, cancel: CancelFlag | None = None,
             limit: int = MAX_JSON_BODY, ride: bool = False) -> Reply:
         """GET a small document (catalogue, manifest) of at most ``limit`` bytes; retries transient
         failures. ``ride``: a shard asked for as a document (the first one, with the preamble), which
@@ -137,7 +136,7 @@ class HttpTransport:
         sha256: str,
         length: int,
         progress: Progress | None = None,
-        cancel: threading.Event | None = None,
+        cancel: CancelFlag | None = None,
         budget: NetworkBudget | None = None,
         ride: bool = False,
     ) -> Download:
@@ -175,7 +174,7 @@ class HttpTransport:
         self.pool.close()
         self.link.close()
 
-    def _operation(self, what: str, cancel: threading.Event | None, budget: NetworkBudget | None) -> Operation:
+    def _operation(self, what: str, cancel: CancelFlag | None, budget: NetworkBudget | None) -> Operation:
         return Operation(what, timeout_s=self.timeout_s, min_rate=self.min_rate, cancel=cancel, budget=budget,
                          closed=lambda: self.pool.closed)
 
@@ -237,7 +236,7 @@ class HttpTransport:
 
         self.link.on_request()
         boarded = self._board(where, send, op) if ride else None
-        ways = [boarded] if boarded is not None else []
+        ways: list[http.client.HTTPConnection | str] = [boarded] if boarded is not None else []
         for way in [*ways, "pooled", "fresh"]:
             if isinstance(way, str):
                 conn, reused = self.pool.take(where, fresh=way == "fresh")

@@ -81,10 +81,11 @@ class Timeline:
         how long the link sat idle before its first byte, since the last byte of every response
         before it (the preamble's included)."""
         latest, gaps = self.preamble_s, []
-        fetched = [s for s in self.shards if not s.computed and None not in (s.first_byte_at, s.arrived_at)]
-        for s in sorted(fetched, key=lambda s: s.first_byte_at):
-            gaps.append(max(0.0, s.first_byte_at - latest))
-            latest = max(latest, s.arrived_at)
+        fetched = [(s.first_byte_at, s.arrived_at) for s in self.shards if not s.computed]
+        timed = [(f, a) for f, a in fetched if f is not None and a is not None]
+        for first_byte_at, arrived_at in sorted(timed, key=lambda pair: pair[0]):
+            gaps.append(max(0.0, first_byte_at - latest))
+            latest = max(latest, arrived_at)
         return gaps
 
     def summary(self) -> dict:

@@ -19,6 +19,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from sakura._argparse import command_parser
 from sakura._ray import join_or_start
@@ -195,7 +196,10 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
     env = store_environment(settings.store, *dict(settings.tiers).values())  # actors see only their node's
     builder = ray.remote(TemplateBuilder).options(num_cpus=args.cpus_per_worker, num_gpus=args.num_gpus,
                                                   **({"runtime_env": {"env_vars": env}} if env else {}))
-    rows, queue, running, idle = [], list(jobs), {}, []
+    rows: list[Row] = []
+    queue = list(jobs)
+    running: dict[Any, tuple[BuildJob, Any]] = {}  # object ref -> (job, actor handle)
+    idle: list[Any] = []  # actor handles
     renewed = time.monotonic()
     try:
         threads = max(1, int(args.cpus_per_worker))
@@ -248,7 +252,7 @@ def _publish(library: TemplateLibrary, job: BuildJob, outcome: BuildOutcome, all
 
 def print_summary(rows: list[Row]) -> None:
     published = [r for r in rows if r.status == "published"]
-    levels = list(published[0].level_bytes) if published else []
+    levels = list(published[0].level_bytes or {}) if published else []
     print(f"{'template':24s} {'status':10s} {'version':>7s} " + " ".join(f"{n:>10s} {'x fp16':>6s}" for n in levels)
           + f" {'seconds':>8s}")
     for r in sorted(rows, key=lambda r: r.template_id):

@@ -17,22 +17,22 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Callable, Generic, Hashable, Iterable, Iterator, Protocol, TypeVar
+from typing import Any, Callable, Generic, Hashable, Iterable, Iterator, Protocol, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
-class EvictionPolicy(Protocol):
-    """Orders a cache's entries for eviction."""
+class EvictionPolicy(Protocol[K]):
+    """Orders a cache's entries (keys of type ``K``) for eviction."""
 
-    def used(self, key: Hashable) -> None:
+    def used(self, key: K) -> None:
         """``key`` was stored or read."""
 
-    def forget(self, key: Hashable) -> None:
+    def forget(self, key: K) -> None:
         """``key`` left the cache."""
 
-    def victims(self, incoming: Hashable | None) -> Iterable[Hashable]:
+    def victims(self, incoming: K | None) -> Iterable[K]:
         """The entries that may go to make room for ``incoming`` (None: to get back under a
         smaller budget), first to go first; never ``incoming``, nor what the policy keeps for it."""
 
@@ -52,10 +52,10 @@ class LeastRecentlyUsed:
         return [key for key in self._order if key != incoming]
 
 
-EVICTION_POLICIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LeastRecentlyUsed}
+EVICTION_POLICIES: dict[str, Callable[[], EvictionPolicy[Any]]] = {"lru": LeastRecentlyUsed}
 
 
-def register_eviction(name: str, policy: Callable[[], EvictionPolicy]) -> None:
+def register_eviction(name: str, policy: Callable[[], EvictionPolicy[Any]]) -> None:
     EVICTION_POLICIES[name] = policy
 
 
@@ -105,8 +105,8 @@ class Budget(Generic[K]):
         for victim in self._policy.victims(key):
             if excess <= 0:
                 break
-            victims.append(victim)  # type: ignore[arg-type]
-            excess -= self._costs[victim]  # type: ignore[index]
+            victims.append(victim)
+            excess -= self._costs[victim]
         return victims if excess <= 0 else None
 
     def add(self, key: K, cost: int) -> None:

@@ -9,26 +9,30 @@ checked against its model.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import zstandard
 
 from sakura.platform.errors import SakuraError
 
 CONTEXT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
-DTYPES = ("float32", "float16")
+ContextDtype = Literal["float32", "float16"]
+DTYPES: tuple[ContextDtype, ...] = ("float32", "float16")
 
 
 class ContextError(SakuraError, ValueError):
     code = "invalid_context"
 
 
-def encode_context(array: np.ndarray) -> tuple[bytes, tuple[int, ...], str]:
+def encode_context(array: np.ndarray) -> tuple[bytes, tuple[int, ...], ContextDtype]:
     """(compressed bytes, shape, dtype name) of a float array."""
     array = np.asarray(array)
     if array.dtype.name not in DTYPES or not 1 <= array.ndim <= 4 or not np.isfinite(array).all():
         raise ContextError(f"a context object is a finite float32/float16 array of 1-4 dims, not {array.dtype} {array.shape}")
     raw = np.ascontiguousarray(array.astype(array.dtype.newbyteorder("<"))).tobytes()
-    return zstandard.ZstdCompressor(level=9, write_content_size=True).compress(raw), tuple(array.shape), array.dtype.name
+    dtype: ContextDtype = "float32" if array.dtype.name == "float32" else "float16"
+    return zstandard.ZstdCompressor(level=9, write_content_size=True).compress(raw), tuple(array.shape), dtype
 
 
 def max_encoded_bytes(shape: tuple[int, ...], dtype: str) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Any, Iterable, Literal
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class ImportanceScores:
 
     def to_bytes(self) -> bytes:
         buf = io.BytesIO()
-        arrays = {_name(k): v.astype(np.float32) for k, v in self.scores.items()}
+        arrays: dict[str, Any] = {_name(k): v.astype(np.float32) for k, v in self.scores.items()}
         np.savez_compressed(buf, __source__=np.array(self.source), **arrays)
         return buf.getvalue()
 

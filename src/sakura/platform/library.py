@@ -182,7 +182,7 @@ class TemplateLibrary:
         if number is not None:
             return number
         try:
-            return AliasDoc.from_bytes(self.store.get(layout.alias_key(template_id, ref))).version
+            return AliasDoc.from_bytes(self.store.get(layout.alias_key(template_id, str(ref)))).version
         except NotFound:
             if not self._has_versions(template_id):
                 raise UnknownTemplate(template_id) from None
@@ -394,7 +394,7 @@ class TemplateLibrary:
         pinned = self._alias_targets(template_id) if doomed else set()  # again, after marking
         deleted: list[int] = []
         for version in doomed if pinned is not None else []:
-            if version in pinned:
+            if pinned is not None and version in pinned:
                 reinstate(self.store, template_id, version)
             elif self._collect(template_id, version, grace_s):
                 deleted.append(version)

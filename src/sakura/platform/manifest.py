@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import zstandard
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
@@ -25,7 +25,7 @@ from sakura.platform.ids import TEMPLATE_ID_PATTERN
 from sakura.platform.kv import ShardKey
 from sakura.platform.layout import MAX_VERSION
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 #: The phone-facing view's schema, ``major.minor``: a minor bump only adds fields.
 PHONE_SCHEMA_VERSION = "1.0"
 MAX_MANIFEST_BYTES = 16 << 20
@@ -122,18 +122,23 @@ class _Body(BaseModel):
     resolution: int = Field(gt=0, le=MAX_RESOLUTION)
     content_hash: str = Field(pattern=_SHA256)
     kv_bytes_fp16: int = Field(ge=0)
+    if TYPE_CHECKING:  # each view declares these lists with its own entry types
+        levels: list[Any]
+        context: list[Any]
+        source: list[Any]
+        shards: list[Any]
 
     def level(self, name: str) -> Any:
-        for level in self.levels:  # type: ignore[attr-defined]
+        for level in self.levels:
             if level.name == name:
                 return level
         raise ManifestError(f"{self.template_id} v{self.version} has no level {name!r}")
 
     def context_object(self, name: str) -> Any:
-        return self._named(self.context, name, "context object")  # type: ignore[attr-defined]
+        return self._named(self.context, name, "context object")
 
     def source_object(self, name: str) -> Any:
-        return self._named(self.source, name, "source object")  # type: ignore[attr-defined]
+        return self._named(self.source, name, "source object")
 
     def _named(self, entries: list, name: str, what: str) -> Any:
         for entry in entries:
@@ -142,7 +147,7 @@ class _Body(BaseModel):
         raise ManifestError(f"{self.template_id} v{self.version} has no {what} {name!r}")
 
     def shard(self, index: int) -> Any:
-        shards = self.shards  # type: ignore[attr-defined]
+        shards = self.shards
         if not 0 <= index < len(shards):
             raise ManifestError(f"{self.template_id} v{self.version} has no shard {index}")
         return shards[index]
@@ -214,7 +219,7 @@ class ShardLocation(ShardPayload):
 
 class ShardEntry(PhoneShard):
     model_config = _STRICT
-    levels: dict[str, ShardLocation]
+    levels: dict[str, ShardLocation]  # type: ignore[assignment]  # narrows the phone view's payloads
 
 
 class LevelEntry(PhoneLevel):

@@ -110,7 +110,8 @@ def parse_spec(raw: Any, *, source: str, base_dir: Path) -> TemplateSpec:
             entries.append(TemplateEntry.model_validate(item))
         except ValidationError as exc:
             problems += [_Problem(name, ".".join(map(str, e["loc"])) or "(entry)", _message(e)) for e in exc.errors()]
-    ids = [item.get("id") for item in raw["templates"] if isinstance(item, dict) and isinstance(item.get("id"), str)]
+    ids: list[str] = [item["id"] for item in raw["templates"]
+                      if isinstance(item, dict) and isinstance(item.get("id"), str)]
     problems += [_Problem(name, "id", "duplicate template id") for name in sorted({i for i in ids if ids.count(i) > 1})]
     for entry in entries:
         try:

@@ -171,11 +171,7 @@ def _csv(path: Path, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
             value = values[-1] if row[col] in CSV_MISSING else float(row[col]) * CSV_THROUGHPUT[column]
         except ValueError:
             raise TraceError(f"trace {path}, row {i}: non-numeric {column} {row[col]!r}") from None
-        try:
-            t = float(i) if clock is None else _epoch(row[clock])
-        except ValueError:
-            raise TraceError(f"trace {path}, row {i}: bad {CSV_TIME} {row[clock]!r}") from None
-        times.append(t)
+        times.append(float(i) if clock is None else _row_epoch(row[clock], path, i))
         values.append(value)
     if not values:
         raise TraceError(f"trace {path}: no {column} values")
@@ -184,6 +180,13 @@ def _csv(path: Path, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
         raise TraceError(f"trace {path}: {CSV_TIME} goes back")
     seconds, group = np.unique(t, return_inverse=True)
     return seconds, np.bincount(group, weights=v) / np.bincount(group)
+
+
+def _row_epoch(stamp: str, path: Path, i: int) -> float:
+    try:
+        return _epoch(stamp)
+    except ValueError:
+        raise TraceError(f"trace {path}, row {i}: bad {CSV_TIME} {stamp!r}") from None
 
 
 def _epoch(stamp: str) -> float:

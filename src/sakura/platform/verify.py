@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -125,7 +125,7 @@ def verify_adapter(adapter: ModelAdapter, *, steps: int = 4, repeats: int = 3,
 
 
 def _parity(adapter: ModelAdapter, template: Template, request: EditRequest, schedule: Schedule,
-            context: Mapping[str, np.ndarray], replayed: torch.Tensor) -> dict[str, object]:
+            context: Mapping[str, np.ndarray], replayed: torch.Tensor) -> dict[str, Any]:
     """SAKURA's edited image against the stock pipeline's, for pipeline adapters."""
     if not isinstance(adapter, StockPipeline):
         return {}

@@ -32,7 +32,7 @@ def build_app(args: dict[str, Any] | None = None, *, num_replicas: int | str = 1
         return create_api(ServeConfig(**config), ServeMetrics(RayRecorder()))
 
     ingress = serve.ingress(build_api)
-    options = {"ray_actor_options": {"runtime_env": {"env_vars": env}}} if env else {}
+    options: dict[str, Any] = {"ray_actor_options": {"runtime_env": {"env_vars": env}}} if env else {}
     deployment = serve.deployment(name=DEPLOYMENT_NAME, num_replicas=num_replicas, max_ongoing_requests=64,
                                   logging_config=LOGGING, **options)(
         ingress(type("ShardService", (), {}))

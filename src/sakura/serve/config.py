@@ -45,7 +45,7 @@ class ServeConfig(BaseSettings):
     api_keys: Annotated[tuple[str, ...], NoDecode] = ()
 
     @classmethod
-    def from_env(cls, **overrides: object) -> ServeConfig:
+    def from_env(cls, **overrides: Any) -> ServeConfig:
         """The environment's settings with ``overrides`` on top; a bad value is a :class:`ConfigError`."""
         try:
             return cls(**overrides)

@@ -80,17 +80,18 @@ class RayRecorder:
     def __init__(self) -> None:
         from ray.serve import metrics
 
-        self._instruments = {
-            m.name: (metrics.Histogram(m.name, m.description, boundaries=list(LATENCY_BUCKETS_S), tag_keys=m.tags)
-                     if m.kind == "histogram" else metrics.Counter(m.name, m.description, tag_keys=m.tags))
-            for m in METRICS
-        }
+        # Ray annotates tag_keys as tuple[str] (one key); any tuple of keys is what it takes.
+        self._counters = {m.name: metrics.Counter(m.name, m.description, tag_keys=m.tags)  # type: ignore[arg-type]
+                          for m in METRICS if m.kind == "counter"}
+        self._histograms = {m.name: metrics.Histogram(m.name, m.description, boundaries=list(LATENCY_BUCKETS_S),
+                                                      tag_keys=m.tags)  # type: ignore[arg-type]
+                            for m in METRICS if m.kind == "histogram"}
 
     def add(self, metric: MetricSpec, amount: float, tags: dict[str, str]) -> None:
-        self._instruments[metric.name].inc(amount, tags=tags)
+        self._counters[metric.name].inc(amount, tags=tags)
 
     def observe(self, metric: MetricSpec, value: float, tags: dict[str, str]) -> None:
-        self._instruments[metric.name].observe(value, tags=tags)
+        self._histograms[metric.name].observe(value, tags=tags)
 
 
 class ServeMetrics:

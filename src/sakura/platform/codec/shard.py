@@ -43,7 +43,8 @@ def encode_shard(pair: KVPair, level: LevelSpec, importance: np.ndarray | None =
     class_bits = np.array([c.bits for c in level.classes], dtype=np.float32)
     row_step = quant.step_ratio(class_bits, level.kappa)[classes]
     rotated = level.rotate and quant.can_rotate(head_dim)
-    stats, planes = [], []
+    stats: list[np.ndarray] = []
+    planes: list[np.ndarray] = []
     for x in (pair.k, pair.v):
         x = x.astype(np.float32)
         if rotated:

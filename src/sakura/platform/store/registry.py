@@ -66,9 +66,9 @@ def open_store(uri: str, *, retry: RetryPolicy | None = RetryPolicy()) -> Object
     if "://" not in uri:
         if uri.lower().startswith("file:"):
             raise StoreError(f"store URI {uri!r} is not file://PATH; use file://./DIR or file:///abs/DIR")
-        scheme = re.match(r"([a-z][a-z0-9+.-]*):", uri.lower())
-        if scheme and len(scheme.group(1)) > 1:  # not a Windows drive letter
-            raise StoreError(f"store URI {uri!r} is malformed: write {scheme.group(1)}://... (two slashes), "
+        prefix = re.match(r"([a-z][a-z0-9+.-]*):", uri.lower())
+        if prefix and len(prefix.group(1)) > 1:  # not a Windows drive letter
+            raise StoreError(f"store URI {uri!r} is malformed: write {prefix.group(1)}://... (two slashes), "
                              "e.g. s3://bucket/prefix or file://./DIR")
         uri = Path(uri).expanduser().resolve().as_uri()  # a bare path is a local folder
     if uri.startswith("file:") and "?" in uri:

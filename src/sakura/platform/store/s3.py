@@ -8,7 +8,7 @@ Create-only writes send ``If-None-Match: *`` and compare-and-swap sends ``If-Mat
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
 from urllib.parse import parse_qs, urlparse
 
 from sakura.platform.store.base import (
@@ -149,7 +149,7 @@ class _S3Errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> Literal[False]:
         if exc is None or isinstance(exc, StoreError):
             return False
         from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError, NoCredentialsError
