@@ -6,7 +6,8 @@ import argparse
 import functools
 import json
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sakura._argparse import group
 from sakura.platform.library import LATEST, RETIRE_GRACE_S, TemplateLibrary, UnknownTemplate
@@ -138,5 +139,6 @@ def collect(args: argparse.Namespace) -> int:
         print(json.dumps(deleted))
     else:
         for t, versions in deleted.items():
-            print(f"{t}: deleted {versions or 'nothing'}" + (f"; orphaned builds removed {orphans[t]}" if orphans[t] else ""))
+            orphaned = f"; orphaned builds removed {orphans[t]}" if orphans[t] else ""
+            print(f"{t}: deleted {versions or 'nothing'}{orphaned}")
     return 0

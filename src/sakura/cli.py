@@ -10,7 +10,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from sakura import __version__
 from sakura._argparse import HelpFormatter, SubcommandParser, group

@@ -26,8 +26,8 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from sakura.edge_client import _cache_files as files
 from sakura.edge_client._cache_files import MANIFEST, USED, log

@@ -8,8 +8,8 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from sakura.platform import layout
 from sakura.platform.ids import validate_template_id

@@ -17,7 +17,7 @@ import http.client
 import socket
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from sakura.edge_client._urls import Origin
 from sakura.edge_client.errors import TransportError

@@ -16,7 +16,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Callable, Iterator, Protocol
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from sakura.edge_client._connections import CLOSED
 from sakura.edge_client.errors import EdgeError, EditCancelled, TransportError

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from sakura.edge_client._cache import ShardCache
 from sakura.edge_client._deadlines import CancelFlag
@@ -46,7 +46,8 @@ class _LinkMeter:
     def delivered(self, t0: float, t1: float) -> int:
         """Bytes received in ``(t0, t1]``."""
         with self._lock:
-            return self._totals[bisect.bisect_right(self._times, t1) - 1] - self._totals[bisect.bisect_right(self._times, t0) - 1]
+            end, begin = (bisect.bisect_right(self._times, t) - 1 for t in (t1, t0))
+            return self._totals[end] - self._totals[begin]
 
 
 class ShardFetcher:
@@ -60,7 +61,8 @@ class ShardFetcher:
         first: FirstShard | None = None,
     ) -> None:
         """``first``: shard 0, asked for with the preamble (used if it is what the manifest lists)."""
-        self.transport, self.manifest, self.estimator, self.cache, self.clock = transport, manifest, estimator, cache, clock
+        self.transport, self.manifest, self.estimator = transport, manifest, estimator
+        self.cache, self.clock = cache, clock
         self.first = first
         self.rank = {level.name: i for i, level in enumerate(manifest.levels)}
         self.meter = _LinkMeter()
@@ -217,7 +219,8 @@ class ShardFetcher:
             self.estimator.observe_rtt(got.first_byte_at - got.requested_at)
         # A small shard may come in one read: time it from the request, less one round trip. The
         # link carried other responses too meanwhile (requests in flight): count all its bytes.
-        start = got.arrived_at - max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
+        start = got.arrived_at - max(got.arrived_at - got.first_byte_at,
+                                     got.arrived_at - got.requested_at - self.estimator.rtt_s)
         delivered = max(location.length, self.meter.delivered(start - 1e-6, got.arrived_at))
         self.estimator.observe(delivered, got.arrived_at - start)
         if self.cache is not None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from sakura.edge_client._deadlines import CancelFlag
 from sakura.edge_client._transport import HttpTransport, Reply
@@ -47,7 +47,8 @@ class FirstShard:
         self._reply: Reply | None = None
         self._arrived_at = 0.0
         path = http_api.shard_path(template, version, 0, http_api.SMALLEST_LEVEL)  # type: ignore[arg-type]
-        self._thread = threading.Thread(target=self._run, args=(transport, path), name="sakura-first-shard", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(transport, path), name="sakura-first-shard",
+                                        daemon=True)
         self._thread.start()
 
     def _run(self, transport: HttpTransport, path: str) -> None:

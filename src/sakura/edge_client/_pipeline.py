@@ -2,11 +2,12 @@
 
 Fetch and decode run in their own threads; the fetcher sends the next shard's request about a
 round trip before the current response ends (on another kept-alive connection, at most
-``max_in_flight`` at once), so the link does not idle for a round trip between shards; compute runs in the caller's thread, inside the
-model's replay loop, which reads each shard from a :class:`StreamingKV` when the layer that
-needs it starts (blocking there is a *stall*). Queues are bounded: the fetcher is at most
-``max_ahead`` encoded shards ahead of the decoder, and the decoder at most ``max_ahead``
-decoded shards ahead of the model, so memory stays bounded by the window, not the template.
+``max_in_flight`` at once), so the link does not idle for a round trip between shards; compute
+runs in the caller's thread, inside the model's replay loop, which reads each shard from a
+:class:`StreamingKV` when the layer that needs it starts (blocking there is a *stall*). Queues
+are bounded: the fetcher is at most ``max_ahead`` encoded shards ahead of the decoder, and the
+decoder at most ``max_ahead`` decoded shards ahead of the model, so memory stays bounded by the
+window, not the template.
 The first error of any stage stops every stage at once (downloads in flight are aborted by the
 transport's watchdog, nobody waits for them) and is raised to the caller; so is a cancel.
 
@@ -26,9 +27,10 @@ import collections
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from sakura.edge_client._compute_model import ComputeModel
 from sakura.edge_client._deadlines import CancelFlag
@@ -112,9 +114,10 @@ class EditPipeline:
         self._mean_size = {lvl: sum(s.levels[lvl].length for s in manifest.shards) // n for lvl in self._levels}
 
     # -- running -------------------------------------------------------------------------
-    def run(self, compute: Callable[["StreamingKV"], T]) -> T:
+    def run(self, compute: Callable[[StreamingKV], T]) -> T:
         """Run ``compute`` (the model's replay loop over :attr:`kv`) with fetch and decode overlapped."""
-        threads = [threading.Thread(target=self._guard, args=(stage,), name=f"sakura-{stage.__name__.strip('_')}", daemon=True)
+        threads = [threading.Thread(target=self._guard, args=(stage,), name=f"sakura-{stage.__name__.strip('_')}",
+                                    daemon=True)
                    for stage in (self._fetch_stage, self._decode_stage)]
         self.timeline.compute_start = self.clock()
         for t in threads:
@@ -286,7 +289,8 @@ class EditPipeline:
 
     def _known(self, level: object, verb: str) -> str:
         if level not in self._levels:
-            raise PolicyError(f"policy {self.policy.name} {verb} level {level!r}; the template has {list(self._levels)}")
+            raise PolicyError(f"policy {self.policy.name} {verb} level {level!r}; "
+                              f"the template has {list(self._levels)}")
         return level
 
     def _wait(self, event: threading.Event, future: Future) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import http.client
 import json
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sakura.edge_client._connections import CLOSE, POOL, Lane, Watch
 from sakura.edge_client._deadlines import Operation, Retryable
@@ -27,7 +28,7 @@ class Response:
     """Reads one response; the connection goes back to the pool only if the body was read whole
     and the watchdog never touched it."""
 
-    def __init__(self, transport: "HttpTransport", where: Origin, conn: http.client.HTTPConnection,
+    def __init__(self, transport: HttpTransport, where: Origin, conn: http.client.HTTPConnection,
                  resp: http.client.HTTPResponse, watch: Watch, op: Operation, began: float,
                  lane: Lane | None = None) -> None:
         self.transport, self.where, self.conn, self.resp, self.watch, self.op = transport, where, conn, resp, watch, op
@@ -68,7 +69,7 @@ class Response:
             if progress is not None:
                 progress(len(out), limit)
         if self.resp.length:
-            raise http.client.IncompleteRead(bytes(), self.resp.length)
+            raise http.client.IncompleteRead(b"", self.resp.length)
         self.resp.read()  # marks the response done so the connection can carry the next request
         self.complete = True
         return first

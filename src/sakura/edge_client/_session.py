@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -93,7 +93,7 @@ class EdgeSession:
         self._models: dict[str, ModelAdapter] = {}
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "EdgeSession":
+    def __enter__(self) -> EdgeSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -106,7 +106,8 @@ class EdgeSession:
 
     # -- manifests -----------------------------------------------------------------------
     @raises_edge_errors
-    def manifest(self, template: str, version: int | str = "latest", *, cancel: threading.Event | None = None) -> PhoneManifest:
+    def manifest(self, template: str, version: int | str = "latest", *,
+                 cancel: threading.Event | None = None) -> PhoneManifest:
         """The manifest of ``template`` at a version number or alias (numeric ones come from the cache)."""
         validate_template_id(template)
         number = layout.version_ref(version)
@@ -218,7 +219,8 @@ class EdgeSession:
         chosen = make_policy(policy) if isinstance(policy, str) else policy
         first = self._first_shard(chosen, template, version, clock)
         try:
-            manifest, bundled = self.preamble(template, version, source=getattr(chosen, "computes", False), cancel=cancel)
+            computes = getattr(chosen, "computes", False)
+            manifest, bundled = self.preamble(template, version, source=computes, cancel=cancel)
             preamble_s = clock()
             adapter = self.model_for(manifest.model)
             model_load_s = clock() - preamble_s
@@ -235,7 +237,8 @@ class EdgeSession:
             pipeline.timeline.manifest_s, pipeline.timeline.preamble_s = clock(), preamble_s
             pipeline.timeline.model_load_s = model_load_s
             try:
-                latent = pipeline.run(lambda kv: adapter.replay(kv, manifest.prompt, request, schedule, context=context))
+                latent = pipeline.run(
+                    lambda kv: adapter.replay(kv, manifest.prompt, request, schedule, context=context))
             finally:
                 if template_kv is not None:
                     template_kv.close()
@@ -245,7 +248,8 @@ class EdgeSession:
         result = adapter.latent_to_image(latent)
         timeline = pipeline.timeline
         timeline.compute_end = clock()
-        return EditResult(result, timeline, timeline.levels, timeline.network_bytes, clock(), template, manifest.version)
+        return EditResult(result, timeline, timeline.levels, timeline.network_bytes, clock(), template,
+                          manifest.version)
 
     def _first_shard(self, policy: LevelPolicy, template: str, version: int | str,
                      clock: Callable[[], float]) -> FirstShard | None:

@@ -9,7 +9,7 @@ blocks passed on the way, fetched already, is dropped). Each block is timed and 
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from sakura.edge_client._compute_model import ComputeModel
 from sakura.platform.errors import ModelError
@@ -43,7 +43,8 @@ class TemplateComputer:
             key, pair = next(self._blocks)
             block = self.frontier
             if key != self._keys[block]:
-                raise ModelError(f"the model computed template shard {key}, the manifest's shard {block} is {self._keys[block]}")
+                raise ModelError(f"the model computed template shard {key}, "
+                                 f"the manifest's shard {block} is {self._keys[block]}")
             if self._pace is not None:
                 self._pace(time.perf_counter() - started)
             self.compute_model.observe_template(self.model, block, time.perf_counter() - started)

@@ -21,8 +21,8 @@ import http.client
 import json
 import logging
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from sakura.edge_client._connections import ConnectionPool
 from sakura.edge_client._deadlines import MIN_USEFUL_RATE, STALLED, CancelFlag, NetworkBudget, Operation, Retryable
@@ -116,8 +116,8 @@ class HttpTransport:
         for attempt in range(1, self.retry.attempts + 1):
             op.begin_attempt()
             try:
-                status, resp_headers, body, first = self._document(self.base_url + path, self._headers(headers), limit, op,
-                                                                   ride)
+                status, resp_headers, body, first = self._document(
+                    self.base_url + path, self._headers(headers), limit, op, ride)
                 if status in RETRYABLE_STATUS:
                     raise Retryable(f"HTTP {status}", retry_after(resp_headers))
                 if status >= 400:
@@ -159,7 +159,8 @@ class HttpTransport:
                         if len(received) < length else None
                     first_byte_at = first_byte_at or got
                     if len(received) == length and hashlib.sha256(received).hexdigest() == sha256:
-                        return Download(bytes(received), op.start, first_byte_at or op.start, time.monotonic(), attempt, resumed)
+                        return Download(bytes(received), op.start, first_byte_at or op.start, time.monotonic(),
+                                        attempt, resumed)
                     corrupt += 1
                     received.clear()
                     if corrupt >= self.retry.attempts:
@@ -221,7 +222,7 @@ class HttpTransport:
                 return r.read_into(received, length, progress)
 
     @contextlib.contextmanager
-    def _exchange(self, url: str, headers: dict[str, str], op: Operation, *, ride: bool = False) -> Iterator["Response"]:
+    def _exchange(self, url: str, headers: dict[str, str], op: Operation, *, ride: bool = False) -> Iterator[Response]:
         """Send one request under the watchdog. ``ride`` (shard requests): sent at once behind the
         response streaming on a :class:`~sakura.edge_client._connections.Lane` to the same origin when
         one takes it, so its bytes follow that response's on one connection; its own response opens

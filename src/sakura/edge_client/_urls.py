@@ -36,7 +36,8 @@ class UrlPolicy:
         try:
             origin(url, self.schemes)
         except ValueError as exc:
-            raise ConfigError(f"server URL must be {'|'.join(self.schemes)}://host[:port][/prefix], got {url!r}: {exc}") from None
+            raise ConfigError(f"server URL must be {'|'.join(self.schemes)}://host[:port][/prefix], "
+                              f"got {url!r}: {exc}") from None
         return url.rstrip("/")
 
     def follow(self, current: str, location: str | None, visited: set[str]) -> str:

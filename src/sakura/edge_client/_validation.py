@@ -48,7 +48,8 @@ def accept_manifest(manifest: PhoneManifest, adapter: ModelAdapter, *, max_steps
     """Check a manifest against the model that will replay it; raise :class:`ManifestError`."""
     where = f"{manifest.template_id} v{manifest.version}"
     if manifest.schedule.steps > max_steps:
-        raise ManifestError(f"{where}: asks for {manifest.schedule.steps} denoising steps; this device runs at most {max_steps}")
+        raise ManifestError(f"{where}: asks for {manifest.schedule.steps} denoising steps; "
+                            f"this device runs at most {max_steps}")
     if manifest.resolution != adapter.resolution:
         raise ManifestError(f"{where}: resolution {manifest.resolution}, the model works at {adapter.resolution}")
     geometry = adapter.kv_geometry(manifest.schedule.steps)
@@ -57,7 +58,8 @@ def accept_manifest(manifest: PhoneManifest, adapter: ModelAdapter, *, max_steps
         raise ManifestError(f"{where}: its {len(keys)} shards are not the {len(geometry.keys)} shards the model reads "
                             f"for {manifest.schedule.steps} steps, in the order it reads them")
     if manifest.tokens.template != geometry.shape[1]:
-        raise ManifestError(f"{where}: {manifest.tokens.template} template tokens, the model expects {geometry.shape[1]}")
+        raise ManifestError(f"{where}: {manifest.tokens.template} template tokens, "
+                            f"the model expects {geometry.shape[1]}")
     limit = max_payload_bytes(geometry.shape, geometry.dtype)
     for shard in manifest.shards:
         if tuple(shard.shape) != geometry.shape:

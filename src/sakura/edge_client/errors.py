@@ -9,7 +9,8 @@ is both an :class:`EdgeError` and the core's type (``except ManifestError`` stil
 from __future__ import annotations
 
 import functools
-from typing import Callable, ParamSpec, TypeVar
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from sakura.platform.context import ContextError
 from sakura.platform.errors import CodecError, ImageError, InvalidTemplateId, ModelError, SakuraError, UnknownModel

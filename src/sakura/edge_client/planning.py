@@ -2,9 +2,10 @@
 
 Shards are fetched one after another over one link, each request sent a round trip before the
 previous response ends (so the link never idles between shards, as with HTTP request-ahead);
-each is decoded when it has arrived and the decoder is free; the model consumes shard ``i`` when it is decoded and the compute stage has reached the
-layer that needs it; it then computes for ``compute[i]`` seconds before it needs shard ``i + 1``.
-Whenever a decoded shard is later than the compute stage, the compute stage stalls.
+each is decoded when it has arrived and the decoder is free; the model consumes shard ``i`` when
+it is decoded and the compute stage has reached the layer that needs it; it then computes for
+``compute[i]`` seconds before it needs shard ``i + 1``. Whenever a decoded shard is later than
+the compute stage, the compute stage stalls.
 
 A shard may also be *computed* on the phone (:data:`COMPUTE`): the template's reference tokens
 through that block, which needs the blocks below it computed too, so computed shards are a prefix
@@ -21,8 +22,8 @@ outweighs any quality gain, so the earliest finish comes first and quality secon
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from sakura.edge_client.estimator import Estimate
 

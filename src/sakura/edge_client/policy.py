@@ -7,8 +7,9 @@ the end-to-end simulator run the same code. Register new ones with :func:`regist
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable, Protocol
+from typing import Protocol
 
 from sakura.edge_client.errors import PolicyError
 from sakura.edge_client.estimator import Estimate
@@ -122,7 +123,8 @@ class RobustMPCPolicy(_Adaptive):
     importance-weighted quality with every shard decoded before its layer starts (stall is
     penalised per second), at the estimator's error-discounted bandwidth; apply the first."""
 
-    def __init__(self, horizon: int = 5, stall_penalty: float = DEFAULT_STALL_PENALTY, min_level: str | None = None) -> None:
+    def __init__(self, horizon: int = 5, stall_penalty: float = DEFAULT_STALL_PENALTY,
+                 min_level: str | None = None) -> None:
         if horizon < 1:
             raise PolicyError("horizon must be >= 1")
         self.horizon, self.stall_penalty, self.name, self.min_level = horizon, stall_penalty, "mpc", min_level

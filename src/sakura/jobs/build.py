@@ -152,7 +152,8 @@ def build_in_process(spec: TemplateSpec, store: str, *, model: str, steps: int |
     return rows
 
 
-def plan(spec: TemplateSpec, settings: BuildSettings, library: TemplateLibrary, fingerprint: str) -> tuple[list[Row], list[BuildJob]]:
+def plan(spec: TemplateSpec, settings: BuildSettings, library: TemplateLibrary,
+         fingerprint: str) -> tuple[list[Row], list[BuildJob]]:
     """Skip templates already published (completing a publish that a crash cut short), claim a
     version for each of the others."""
     rows, jobs = [], []
@@ -184,7 +185,8 @@ def _renew(library: TemplateLibrary, jobs: list[BuildJob]) -> None:
             library.renew_claim(job.entry.id, job.version)
 
 
-def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list[BuildJob], progress: Progress) -> list[Row]:
+def run_jobs(args: argparse.Namespace, settings: BuildSettings, library: TemplateLibrary, jobs: list[BuildJob],
+             progress: Progress) -> list[Row]:
     """Fan jobs out over a pool of builder actors; a job whose actor dies is reported, not retried."""
     import ray
 
@@ -222,7 +224,8 @@ def run_jobs(args, settings: BuildSettings, library: TemplateLibrary, jobs: list
             except Exception as exc:  # the build raised, or its actor died
                 progress.update(job.entry.id, "failed", done=True)
                 rows.append(Row(job.entry.id, "failed", job.version, error=_first_line(exc)))
-                idle.append(builder.remote(settings, threads=threads) if isinstance(exc, ray.exceptions.RayActorError) else actor)
+                died = isinstance(exc, ray.exceptions.RayActorError)
+                idle.append(builder.remote(settings, threads=threads) if died else actor)
                 continue
             idle.append(actor)
             rows.append(row := _publish(library, job, outcome, args.allow_model_change))
@@ -242,7 +245,8 @@ def _publish(library: TemplateLibrary, job: BuildJob, outcome: BuildOutcome, all
     except SakuraError as exc:  # its claim was abandoned, the store is down...
         return Row(job.entry.id, "failed", job.version, error=_first_line(exc))
     warning = ""
-    if latest is not None and latest != outcome.version and not library.same_model(job.entry.id, latest, outcome.version):
+    if (latest is not None and latest != outcome.version
+            and not library.same_model(job.entry.id, latest, outcome.version)):
         warning = (f"warning: latest stays at v{latest}, built for another model than {outcome.manifest.model.name}; "
                    f"`sakura alias set {job.entry.id} latest {outcome.version} --allow-model-change` moves it")
         print(f"sakura build: {job.entry.id}: {warning}", file=sys.stderr)

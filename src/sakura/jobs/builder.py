@@ -78,7 +78,8 @@ def content_hash(entry: TemplateEntry, base_dir, fingerprint: str, settings: Bui
 
 
 class TemplateBuilder:
-    def __init__(self, settings: BuildSettings, adapter: ModelAdapter | None = None, threads: int | None = None) -> None:
+    def __init__(self, settings: BuildSettings, adapter: ModelAdapter | None = None,
+                 threads: int | None = None) -> None:
         if threads:
             import torch
 
@@ -111,7 +112,10 @@ class TemplateBuilder:
                     for i, p in enumerate(photos)]
         kv = captures[0].kv
         # Models on a pipeline's own KV seam expose no attention probabilities: rank by key norm.
-        scores = from_attention(c.attention_mass for c in captures) if captures[0].attention_mass else from_key_norms(kv)
+        if captures[0].attention_mass:
+            scores = from_attention(c.attention_mass for c in captures)
+        else:
+            scores = from_key_norms(kv)
         keys = kv.keys
         levels, locations = [], {}
         for level in s.levels:
@@ -119,8 +123,8 @@ class TemplateBuilder:
             data, locs = build_level_file(rows)
             object_key = layout.level_key(entry.id, job.version, level.name)
             write_once(self.library.tier(level.name), object_key, data)  # never overwrites another build's file
-            levels.append(LevelEntry(name=level.name, store=self.library.tier_uri(level.name), key=object_key, bytes=len(data),
-                                     spec=level.model_dump(mode="json")))
+            levels.append(LevelEntry(name=level.name, store=self.library.tier_uri(level.name), key=object_key,
+                                     bytes=len(data), spec=level.model_dump(mode="json")))
             locations[level.name] = locs
         importance_key = layout.importance_key(entry.id, job.version)
         write_once(self.library.store, importance_key, scores.to_bytes())
@@ -132,7 +136,7 @@ class TemplateBuilder:
         weights = {key: float(scores[key].sum(axis=1).mean()) for key in keys}
         manifest = Manifest(
             template_id=entry.id, version=job.version, task=entry.task.value, prompt=entry.prompt, resolution=res,
-            content_hash=job.content_hash, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            content_hash=job.content_hash, created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             model=ModelRef(name=s.model, family=info.family, fingerprint=adapter.fingerprint, layers=info.layers,
                            heads=info.heads, head_dim=info.head_dim, step_dependent=info.step_dependent),
             schedule=ScheduleRef(steps=s.steps, strength=s.strength),

@@ -16,7 +16,8 @@ class Progress:
         self.total = len(names)
         self.done: set[str] = set()
         self.start = time.perf_counter()
-        self._bar = tqdm(total=self.total, unit="template", file=stream, dynamic_ncols=True) if stream.isatty() else None
+        interactive = stream.isatty()
+        self._bar = tqdm(total=self.total, unit="template", file=stream, dynamic_ncols=True) if interactive else None
 
     def note(self, message: str) -> None:
         """A line about the whole build (e.g. while Ray starts)."""

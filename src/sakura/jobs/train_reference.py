@@ -15,9 +15,9 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ray.shutdown()
     save(result, args.out)
-    print(f"trained {config.steps} steps in {result.seconds / 60:.1f} min; final loss {np.mean(result.losses[-50:]):.4f}")
+    final_loss = np.mean(result.losses[-50:])
+    print(f"trained {config.steps} steps in {result.seconds / 60:.1f} min; final loss {final_loss:.4f}")
     print(f"wrote {args.out / 'reference.safetensors'} and {args.out / 'reference.json'}")
     return 0
 

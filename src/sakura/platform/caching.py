@@ -16,8 +16,9 @@ import hashlib
 import os
 import tempfile
 import threading
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Generic, Hashable, Iterable, Iterator, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

@@ -29,7 +29,8 @@ def encode_context(array: np.ndarray) -> tuple[bytes, tuple[int, ...], ContextDt
     """(compressed bytes, shape, dtype name) of a float array."""
     array = np.asarray(array)
     if array.dtype.name not in DTYPES or not 1 <= array.ndim <= 4 or not np.isfinite(array).all():
-        raise ContextError(f"a context object is a finite float32/float16 array of 1-4 dims, not {array.dtype} {array.shape}")
+        raise ContextError("a context object is a finite float32/float16 array of 1-4 dims, "
+                           f"not {array.dtype} {array.shape}")
     raw = np.ascontiguousarray(array.astype(array.dtype.newbyteorder("<"))).tobytes()
     dtype: ContextDtype = "float32" if array.dtype.name == "float32" else "float16"
     return zstandard.ZstdCompressor(level=9, write_content_size=True).compress(raw), tuple(array.shape), dtype

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -48,7 +49,7 @@ class ImportanceScores:
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "ImportanceScores":
+    def from_bytes(cls, data: bytes) -> ImportanceScores:
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as npz:
                 source = str(npz["__source__"])

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -29,7 +30,7 @@ class ShardKey:
         if not isinstance(self.layer, int) or self.layer < 0:
             raise ValueError(f"ShardKey.layer must be a non-negative int, got {self.layer!r}")
 
-    def __lt__(self, other: "ShardKey") -> bool:  # None sorts before any step
+    def __lt__(self, other: ShardKey) -> bool:  # None sorts before any step
         if not isinstance(other, ShardKey):
             return NotImplemented
         return (_step_order(self.step), self.layer) < (_step_order(other.step), other.layer)

@@ -43,8 +43,8 @@ import difflib
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Callable, Iterable
 
 from sakura.platform import layout
 from sakura.platform.errors import SakuraError
@@ -98,7 +98,8 @@ class UnknownTemplate(LibraryError):
 
     def suggest(self, known: Iterable[str]) -> UnknownTemplate:
         """The same error with the ids of ``known`` closest to the one asked for."""
-        return UnknownTemplate(self.template_id, difflib.get_close_matches(self.template_id, list(known), n=3, cutoff=0.6))
+        close = difflib.get_close_matches(self.template_id, list(known), n=3, cutoff=0.6)
+        return UnknownTemplate(self.template_id, close)
 
 
 class VersionRetired(LibraryError):
@@ -203,7 +204,8 @@ class TemplateLibrary:
         except NotFound:
             raise LibraryError(f"template {template_id!r} has no version {version}") from None
         if manifest.template_id != template_id or manifest.version != version:
-            raise ManifestError(f"manifest at {template_id} v{version} describes {manifest.template_id} v{manifest.version}")
+            raise ManifestError(f"manifest at {template_id} v{version} "
+                                f"describes {manifest.template_id} v{manifest.version}")
         return manifest
 
     def find_by_hash(self, template_id: str, content_hash: str) -> int | None:
@@ -254,7 +256,8 @@ class TemplateLibrary:
     def finish_publish(self, template_id: str, version: int) -> bool:
         """Complete a publish interrupted between its manifest and ``latest``; True if it was."""
         claim = read_claim(self.store, template_id, version)
-        if claim is None or claim.state != PUBLISHING or self.store.head(layout.manifest_key(template_id, version)) is None:
+        published = self.store.head(layout.manifest_key(template_id, version)) is not None
+        if claim is None or claim.state != PUBLISHING or not published:
             return False
         self._announce(template_id, version, allow_model_change=False)
         return True
@@ -323,8 +326,8 @@ class TemplateLibrary:
                 return False
             if current and not allow_model_change and not self.same_model(template_id, current, version):
                 theirs, ours = (self.model_of(template_id, v) or ("?", "") for v in (current, version))
-                raise ModelChange(f"alias {alias!r} of {template_id!r} serves v{current} (model {theirs[0]}); v{version} "
-                                  f"is built for model {ours[0]}: phones would need the other model. "
+                raise ModelChange(f"alias {alias!r} of {template_id!r} serves v{current} (model {theirs[0]}); "
+                                  f"v{version} is built for model {ours[0]}: phones would need the other model. "
                                   "Allow it explicitly (--allow-model-change)")
             return True
 
@@ -372,7 +375,8 @@ class TemplateLibrary:
         else:
             with contextlib.suppress(PreconditionFailed):
                 self.store.put_if_match(key, old, ours)
-        raise VersionRetired(f"template {template_id!r} version {version} is being deleted by gc; the alias was not moved")
+        raise VersionRetired(f"template {template_id!r} version {version} is being deleted by gc; "
+                             "the alias was not moved")
 
     # -- gc and orphans ------------------------------------------------------------------
     def gc(self, template_id: str, keep: int, *, grace_s: float = RETIRE_GRACE_S) -> list[int]:
@@ -409,7 +413,8 @@ class TemplateLibrary:
         pinned = self._alias_targets(template_id)
         return [] if pinned is None else _doomed(self.versions(template_id), pinned, keep)
 
-    def clean_orphans(self, template_id: str, *, grace_s: float = ORPHAN_GRACE_S, levels: Iterable[str] = ()) -> list[int]:
+    def clean_orphans(self, template_id: str, *, grace_s: float = ORPHAN_GRACE_S,
+                      levels: Iterable[str] = ()) -> list[int]:
         """Abandon unpublished claims whose lease is older than ``grace_s`` and delete their files
         (``levels``: level names whose tier stores to clean too, for claims that don't record
         them). Files a zombie worker writes later are swept by the next call."""

@@ -193,7 +193,7 @@ class PhoneManifest(_Body, _Tolerant):
         return zstandard.ZstdCompressor(level=9, write_content_size=True).compress(self.to_json())
 
     @classmethod
-    def from_wire(cls, data: bytes) -> "PhoneManifest":
+    def from_wire(cls, data: bytes) -> PhoneManifest:
         """A manifest sent as JSON or as a zstd frame of it; never more than ``MAX_MANIFEST_BYTES``
         decoded. Unknown fields are ignored; a major ``schema_version`` other than ours is refused."""
         raw = _load_json(_unframe(data) if data[:4] == _ZSTD_MAGIC else data)
@@ -201,7 +201,8 @@ class PhoneManifest(_Body, _Tolerant):
         match = _SCHEMA.match(version) if isinstance(version, str) else None
         major = int(match.group(1)) if match else version if type(version) is int else None
         if major != _PHONE_MAJOR:
-            hint = " (this app is older than the server: update it)" if isinstance(major, int) and major > _PHONE_MAJOR else ""
+            newer = isinstance(major, int) and major > _PHONE_MAJOR
+            hint = " (this app is older than the server: update it)" if newer else ""
             raise ManifestError(f"unsupported manifest schema_version {version!r}{hint}")
         return cls._validated({**raw, "schema_version": version if match else f"{major}.0"})
 
@@ -270,7 +271,7 @@ class Manifest(_Body):
         return PhoneManifest.model_validate({**self.model_dump(mode="json"), "schema_version": PHONE_SCHEMA_VERSION})
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Manifest":
+    def from_bytes(cls, data: bytes) -> Manifest:
         raw = _load_json(data)
         if raw.get("schema_version") != SCHEMA_VERSION:
             raise ManifestError(f"unsupported manifest schema_version {raw.get('schema_version')!r}")
@@ -315,7 +316,7 @@ class AliasDoc(BaseModel):
         return json.dumps({"version": self.version}).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "AliasDoc":
+    def from_bytes(cls, data: bytes) -> AliasDoc:
         try:
             return cls.model_validate_json(data)
         except ValidationError as exc:

@@ -134,7 +134,8 @@ class _Problem:
     message: str
 
     def __str__(self) -> str:
-        return (f"template {self.template!r}: " if self.template is not None else "") + f"field '{self.field}': {self.message}"
+        where = f"template {self.template!r}: " if self.template is not None else ""
+        return f"{where}field '{self.field}': {self.message}"
 
     def as_dict(self) -> dict[str, str]:
         return {"template": self.template or "", "field": self.field, "message": self.message}

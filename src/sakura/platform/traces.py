@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +59,7 @@ class BandwidthTrace:
         object.__setattr__(self, "_cum_bytes", np.concatenate([[0.0], np.cumsum(seg_bytes)]))
 
     @classmethod
-    def constant(cls, mbps: float, duration: float = 3600.0) -> "BandwidthTrace":
+    def constant(cls, mbps: float, duration: float = 3600.0) -> BandwidthTrace:
         """A link of constant capacity: the axis of a regime map, or a test fixture; never a
         stand-in for a real trace in a bandwidth experiment."""
         return cls(f"constant-{mbps:g}Mbps", "constant", np.array([0.0]), np.array([float(mbps)]), duration)
@@ -190,7 +190,7 @@ def _row_epoch(stamp: str, path: Path, i: int) -> float:
 
 
 def _epoch(stamp: str) -> float:
-    return datetime.strptime(stamp, CSV_TIME_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(stamp, CSV_TIME_FORMAT).replace(tzinfo=UTC).timestamp()
 
 
 def _steps(path: Path, name: str, family: str, t: np.ndarray, bw: np.ndarray) -> BandwidthTrace:
@@ -211,4 +211,5 @@ def _mahimahi(path: Path, name: str, family: str, rows: list[list[str]]) -> Band
     windows = np.maximum(ms - 1, 0) // 1000  # ms 1..1000 form the first second, 0 counts there too
     seconds = int(np.ceil(ms[-1] / 1000))
     counts = np.bincount(windows, minlength=seconds)[:seconds]
-    return BandwidthTrace(name, family, np.arange(seconds, dtype=float), counts * MAHIMAHI_PACKET_BITS / 1e6, float(seconds))
+    mbps = counts * MAHIMAHI_PACKET_BITS / 1e6
+    return BandwidthTrace(name, family, np.arange(seconds, dtype=float), mbps, float(seconds))

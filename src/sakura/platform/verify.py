@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -131,7 +132,8 @@ def _parity(adapter: ModelAdapter, template: Template, request: EditRequest, sch
         return {}
     stock = adapter.stock_image(template, request, schedule, context)
     diff = float(np.abs(adapter.latent_to_image(replayed) - stock).max())
-    report = {"pipeline": adapter.pipeline_class, "pipeline_parity": diff <= PARITY_MAX_ABS, "pipeline_max_abs_diff": diff}
+    report = {"pipeline": adapter.pipeline_class, "pipeline_parity": diff <= PARITY_MAX_ABS,
+              "pipeline_max_abs_diff": diff}
     if isinstance(adapter, MaskedStockPipeline):
         unmodified = adapter.unmodified_stock_image(template, request, schedule, context)
         report["stock_psnr_db"] = min(IDENTICAL_DB, psnr_db(stock, unmodified))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from sakura.platform import layout
 from sakura.platform.errors import SakuraError
@@ -47,7 +47,7 @@ class Claim:
         return json.dumps({k: v for k, v in asdict(self).items() if k != "version"}, sort_keys=True).encode()
 
     @classmethod
-    def from_bytes(cls, version: int, data: bytes) -> "Claim":
+    def from_bytes(cls, version: int, data: bytes) -> Claim:
         try:
             raw = json.loads(data)
             return cls(version, str(raw.get("content_hash", "")), float(raw.get("created_at", 0)),
@@ -68,7 +68,7 @@ class Retirement:
         return json.dumps({"state": self.state, "at": self.at, "levels": [list(lv) for lv in self.levels]}).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Retirement":
+    def from_bytes(cls, data: bytes) -> Retirement:
         try:
             raw = json.loads(data)
             mark = cls(str(raw["state"]), float(raw["at"]),
@@ -159,7 +159,8 @@ def reinstate(store: ObjectStore, template_id: str, version: int) -> str | None:
         if mark is None or etag is None or mark.state != RETIRED:
             return mark.state if mark else None
         try:
-            store.put_if_match(layout.retired_key(template_id, version), Retirement(REINSTATED, time.time()).to_bytes(), etag)
+            reinstated = Retirement(REINSTATED, time.time()).to_bytes()
+            store.put_if_match(layout.retired_key(template_id, version), reinstated, etag)
             return REINSTATED
         except PreconditionFailed:
             continue

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import logging
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -194,7 +194,8 @@ def _redirect(ref: ShardRef, headers: dict[str, str], config: ServeConfig) -> Re
     else:
         raise ApiError(501, "redirect_unavailable", "redirect mode needs an S3 store or a CDN base URL")
     loc = ref.location
-    headers = {**headers, "X-Sakura-Range": f"bytes={loc.offset}-{loc.offset + loc.length - 1}", "Cache-Control": "no-store"}
+    where = f"bytes={loc.offset}-{loc.offset + loc.length - 1}"
+    headers = {**headers, "X-Sakura-Range": where, "Cache-Control": "no-store"}
     return RedirectResponse(url, status_code=307, headers=headers)
 
 

@@ -62,7 +62,8 @@ def parse_alias_body(data: bytes) -> AliasRequest:
         if not isinstance(doc.get(flag, False), bool):
             raise ApiError(400, "invalid_body", f'"{flag}" must be true or false')
     try:
-        return AliasRequest(validate_version(doc["version"]), doc.get("force", False), doc.get("allow_model_change", False))
+        return AliasRequest(validate_version(doc["version"]), doc.get("force", False),
+                            doc.get("allow_model_change", False))
     except InvalidName:
         raise ApiError(400, "invalid_body", f'"version" must be an integer in [1, {MAX_VERSION}]') from None
 

@@ -63,7 +63,8 @@ class ServeConfig(BaseSettings):
                 try:
                     values[field] = Path(path).read_text()
                 except OSError as exc:
-                    raise ValueError(f"{ENV_PREFIX}{field.upper()}_FILE names a file that cannot be read: {exc}") from None
+                    raise ValueError(f"{ENV_PREFIX}{field.upper()}_FILE names a file "
+                                     f"that cannot be read: {exc}") from None
         return values
 
     @field_validator("admin_token", "cdn_base_url", "disk_cache_dir", mode="before")

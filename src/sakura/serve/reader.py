@@ -67,7 +67,7 @@ class PhoneView:
     zstd: bytes
 
     @classmethod
-    def of(cls, manifest: Manifest) -> "PhoneView":
+    def of(cls, manifest: Manifest) -> PhoneView:
         phone = manifest.for_phone()
         return cls(phone.to_json(), phone.to_wire())
 

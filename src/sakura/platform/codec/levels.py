@@ -8,7 +8,8 @@ after zstd, and fractional bit depths are allowed.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -41,7 +42,7 @@ class LevelSpec(BaseModel):
     zstd_level: int = Field(default=9, ge=1, le=22)
 
     @model_validator(mode="after")
-    def _classes_fit_the_kind(self) -> "LevelSpec":
+    def _classes_fit_the_kind(self) -> LevelSpec:
         if self.lossless and self.classes:
             raise ValueError("a lossless level has no precision classes")
         if not self.lossless:

@@ -7,9 +7,9 @@ import numpy as np
 from sakura.platform.codec import quant
 from sakura.platform.codec.format import (
     DTYPE_CODES,
-    Expectation,
     KIND_LOSSLESS,
     KIND_QUANTIZED,
+    Expectation,
     ShardHeader,
     read_payload,
     write_payload,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import abc
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from sakura.platform.errors import SakuraError
 

@@ -13,8 +13,8 @@ import fcntl
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from sakura.platform.store.base import (
     AlreadyExists,

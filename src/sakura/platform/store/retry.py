@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from sakura.platform.retry import RetryPolicy
 from sakura.platform.store.base import ObjectInfo, ObjectStore, TransientStoreError
@@ -18,7 +19,8 @@ class RetryingStore(ObjectStore):
     retry reports AlreadyExists/PreconditionFailed, which callers already handle by re-reading.
     """
 
-    def __init__(self, inner: ObjectStore, policy: RetryPolicy = RetryPolicy(), sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, inner: ObjectStore, policy: RetryPolicy = RetryPolicy(),
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.inner, self.policy, self._sleep = inner, policy, sleep
         self.uri = inner.uri
 

@@ -8,7 +8,8 @@ Create-only writes send ``If-None-Match: *`` and compare-and-swap sends ``If-Mat
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Literal
+from collections.abc import Iterator
+from typing import Any, Literal
 from urllib.parse import parse_qs, urlparse
 
 from sakura.platform.store.base import (
@@ -136,7 +137,7 @@ class S3Store(ObjectStore):
             "get_object", Params={"Bucket": self.bucket, "Key": self._key(key)}, ExpiresIn=expires_s
         )
 
-    def _errors(self, key: str) -> "_S3Errors":
+    def _errors(self, key: str) -> _S3Errors:
         return _S3Errors(f"{self.uri}/{key}")
 
 
