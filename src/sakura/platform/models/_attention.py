@@ -68,7 +68,7 @@ class RunState:
     template_latent: torch.Tensor | None = None
     #: When set in REPLAY mode, receives each shard's queries and request keys/values (for
     #: measuring attention-output error of compressed KV offline).
-    probe: dict[ShardKey, "AttentionProbe"] | None = None
+    probe: dict[ShardKey, AttentionProbe] | None = None
     #: How many steps' masses were summed into ``record_mass`` per shard (step-independent KV).
     mass_counts: dict[ShardKey, int] = field(default_factory=dict)
     _replay_cache: dict[ShardKey, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
@@ -159,10 +159,20 @@ def _template_mass(q_req: torch.Tensor, key: torch.Tensor, tpl: slice) -> np.nda
     scale = q_req.shape[-1] ** -0.5
     chunks = []
     for h in range(0, q_req.shape[1], _MASS_HEAD_CHUNK):
-        logits = torch.matmul(q_req[0, h : h + _MASS_HEAD_CHUNK].float(), key[0, h : h + _MASS_HEAD_CHUNK].float().transpose(-1, -2))
+        logits = torch.matmul(
+            q_req[0, h : h + _MASS_HEAD_CHUNK].float(), key[0, h : h + _MASS_HEAD_CHUNK].float().transpose(-1, -2)
+        )
         probs = torch.softmax(logits * scale, dim=-1)
         chunks.append(probs[:, :, tpl].mean(dim=1))
     return torch.cat(chunks, dim=0).cpu().numpy().astype(np.float32)
+
+
+def apply_rope(x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], *, sequence_dim: int) -> torch.Tensor:
+    """diffusers' ``apply_rotary_emb`` (real form): ``rope`` is (cos, sin); the result is ``x`` rotated."""
+    from diffusers.models.embeddings import apply_rotary_emb
+
+    # Its annotations say a 1-tuple in and a pair out; it takes (cos, sin) and returns one tensor.
+    return apply_rotary_emb(x, rope, sequence_dim=sequence_dim)  # type: ignore[arg-type,return-value]
 
 
 def _insert(seq: torch.Tensor, span: torch.Tensor, at: int) -> torch.Tensor:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, TypeVar
 
 import torch
 
@@ -28,7 +29,7 @@ class _Abandoned(Exception):
 
 def stream_after_modules(
     modules: Sequence[torch.nn.Module], forward: Callable[[], Any], read: Callable[[dict[str, Any], Any], T]
-) -> Iterator[T]:
+) -> Generator[T, None, None]:
     """Run ``forward()`` in a worker thread and yield ``read(kwargs, output)`` after each of
     ``modules`` runs, in order; the forward goes on only when the next item is asked for."""
     handoff: queue.Queue[tuple[str, Any]] = queue.Queue()

@@ -31,18 +31,21 @@ class DiffusersAdapter(DenoisingAdapter):
     ``codec`` replaces the pixel codec (a pipeline folder's VAE: ``pipelines.vae_codec``)."""
 
     step_dependent = True
+    #: A diffusers transformer: its config and blocks are attributes torch types as ``Tensor | Module``.
+    model: Any
 
     def __init__(self, model: torch.nn.Module, *, name: str, resolution: int, pack: int, text_tokens: int,
                  codec: LatentCodec | None = None) -> None:
-        cfg = model.config
+        cfg: Any = model.config  # diffusers' FrozenDict, read by attribute
         self.codec = codec if codec is not None else PixelCodec(resolution, pack, cfg.in_channels)
         self.prompts = HashedPromptEncoder(text_tokens, cfg.joint_attention_dim, cfg.pooled_projection_dim)
         self.text_tokens = text_tokens
         super().__init__(model, name=name, resolution=resolution)
 
     @abc.abstractmethod
-    def _attention_modules(self) -> list[torch.nn.Module]:
-        """The attention modules in the order the model runs them (layer indexes follow it)."""
+    def _attention_modules(self) -> list[Any]:
+        """The attention modules in the order the model runs them (layer indexes follow it): diffusers
+        modules whose processors are set by duck typing (``set_processor``)."""
 
     @abc.abstractmethod
     def _image_tokens(self) -> int: ...

@@ -5,8 +5,9 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -119,7 +120,9 @@ class ModelAdapter(abc.ABC):
         the model exposes it, the attention mass request queries put on each template token)."""
 
     @abc.abstractmethod
-    def full(self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True) -> torch.Tensor:
+    def full(
+        self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True
+    ) -> torch.Tensor:
         """The reference: compute the template tokens alongside the request, as a phone without a cache would."""
 
     @abc.abstractmethod
@@ -201,12 +204,15 @@ class ModelAdapter(abc.ABC):
     def _check_kv(self, kv: KVSource, schedule: Schedule) -> None:
         if kv.model_fingerprint != self.fingerprint:
             raise ModelError(
-                f"template KV was built for model {kv.model_fingerprint[:12]}, not {self.name} ({self.fingerprint[:12]})"
+                f"template KV was built for model {kv.model_fingerprint[:12]}, "
+                f"not {self.name} ({self.fingerprint[:12]})"
             )
         available = set(kv.keys)
         missing = [key for key in self.kv_geometry(schedule.steps).keys if key not in available]
         if missing:
-            raise ModelError(f"template KV lacks {len(missing)} shard(s) needed for {schedule.steps} steps, e.g. {missing[0]}")
+            raise ModelError(
+                f"template KV lacks {len(missing)} shard(s) needed for {schedule.steps} steps, e.g. {missing[0]}"
+            )
 
 
 def model_fingerprint(model: torch.nn.Module, extra: dict[str, Any]) -> str:
@@ -224,7 +230,9 @@ def model_fingerprint(model: torch.nn.Module, extra: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def source_array(source: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
+def source_array(
+    source: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...], dtype: str = "float32"
+) -> np.ndarray:
     """Source object ``name`` checked to be exactly ``shape`` and ``dtype`` and finite: the bytes
     passed a sha256 check, but only the model may say what shape it computes from."""
     if name not in source:

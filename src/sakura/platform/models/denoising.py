@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -69,7 +70,9 @@ class DenoisingAdapter(ModelAdapter):
             mass[key] = mass[key] / count
         return CaptureResult(TemplateKV(self.fingerprint, kv), mass, output)
 
-    def full(self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True) -> torch.Tensor:
+    def full(
+        self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True
+    ) -> torch.Tensor:
         """The reference: compute the template tokens alongside the request, as a phone without a cache would."""
         tpl = self._template_input(template)
         mode = Mode.CAPTURE if masked else Mode.UNMASKED
@@ -111,7 +114,7 @@ class DenoisingAdapter(ModelAdapter):
         return x
 
     @contextlib.contextmanager
-    def _running(self, state: RunState) -> Iterator[None]:
+    def _running(self, state: RunState | None) -> Iterator[None]:
         token = self._state.set(state)
         try:
             yield

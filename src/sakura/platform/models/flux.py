@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sakura.platform.models._attention import template_attention
+from sakura.platform.models._attention import apply_rope, template_attention
 from sakura.platform.models._diffusers import DiffusersAdapter
 from sakura.platform.models.base import to_unit_image
 
@@ -22,7 +22,7 @@ from sakura.platform.models.base import to_unit_image
 class FluxTemplateProcessor:
     """A per-instance replacement for ``FluxAttnProcessor`` that knows about the template span."""
 
-    def __init__(self, adapter: "FluxAdapter", layer: int) -> None:
+    def __init__(self, adapter: FluxAdapter, layer: int) -> None:
         self._adapter = adapter
         self.layer = layer
 
@@ -34,9 +34,9 @@ class FluxTemplateProcessor:
         attention_mask: torch.Tensor | None = None,
         image_rotary_emb: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> Any:
-        from diffusers.models.embeddings import apply_rotary_emb
-
-        query, key, value = (proj(hidden_states).unflatten(-1, (-1, attn.head_dim)) for proj in (attn.to_q, attn.to_k, attn.to_v))
+        query, key, value = (
+            proj(hidden_states).unflatten(-1, (-1, attn.head_dim)) for proj in (attn.to_q, attn.to_k, attn.to_v)
+        )
         query, key = attn.norm_q(query), attn.norm_k(key)
         joint = encoder_hidden_states is not None and attn.added_kv_proj_dim is not None
         if joint:
@@ -48,18 +48,20 @@ class FluxTemplateProcessor:
             key = torch.cat([attn.norm_added_k(ek), key], dim=1)
             value = torch.cat([ev, value], dim=1)
         if image_rotary_emb is not None:
-            query = apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
-            key = apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
+            query = apply_rope(query, image_rotary_emb, sequence_dim=1)
+            key = apply_rope(key, image_rotary_emb, sequence_dim=1)
 
         state = self._adapter._current_state()
         seq = key.shape[1]
         tpl_start = seq - state.template_tokens if state is not None and state.has_template_in_sequence else seq
         out = template_attention(
-            query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), tpl_start=tpl_start, layer=self.layer, state=state
+            query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+            tpl_start=tpl_start, layer=self.layer, state=state,
         )
         out = out.transpose(1, 2).flatten(2, 3).to(query.dtype)
         if not joint:
             return out
+        assert encoder_hidden_states is not None  # joint
         text_len = encoder_hidden_states.shape[1]
         context, image = out[:, :text_len], out[:, text_len:]
         return attn.to_out[1](attn.to_out[0](image.contiguous())), attn.to_add_out(context.contiguous())
@@ -70,7 +72,7 @@ class FluxAdapter(DiffusersAdapter):
     #: The embedded guidance of guidance-distilled checkpoints (``guidance_embeds``).
     guidance_scale: float = 3.5
 
-    def _attention_modules(self) -> list[torch.nn.Module]:
+    def _attention_modules(self) -> list[Any]:
         blocks = list(self.model.transformer_blocks) + list(self.model.single_transformer_blocks)
         return [block.attn for block in blocks]
 

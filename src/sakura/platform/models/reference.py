@@ -7,8 +7,9 @@ processors, because its attention is ours to begin with.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,9 +32,10 @@ class ReferenceAdapter(DenoisingAdapter):
     family = "reference"
     step_dependent = False
     computes_template = True
+    model: ReferenceEditDiT
 
     def __init__(self, model: ReferenceEditDiT, *, name: str = "reference") -> None:
-        cfg = model.config
+        cfg: Any = model.config  # diffusers' FrozenDict, read by attribute
         self.codec = PixelCodec(cfg.resolution, cfg.patch_size, 3 * cfg.patch_size**2)
         super().__init__(model, name=name, resolution=cfg.resolution)
 
@@ -41,7 +43,7 @@ class ReferenceAdapter(DenoisingAdapter):
         """Nothing to install: the model's attention takes the run state as an argument."""
 
     def info(self) -> ModelInfo:
-        cfg = self.model.config
+        cfg: Any = self.model.config
         return ModelInfo(name=self.name, family=self.family, layers=cfg.depth, heads=cfg.heads,
                          head_dim=cfg.hidden // cfg.heads, resolution=cfg.resolution,
                          image_tokens=self.codec.grid**2, text_tokens=0, step_dependent=False)

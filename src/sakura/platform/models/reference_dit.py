@@ -13,17 +13,18 @@ Built from diffusers blocks: ``Timesteps``/``TimestepEmbedding``, ``FluxPosEmbed
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Generator, Iterable
+from typing import cast
 
 import torch
 from diffusers.configuration_utils import ConfigMixin, register_to_config
 from diffusers.models.attention import FeedForward
-from diffusers.models.embeddings import TimestepEmbedding, Timesteps, apply_rotary_emb
+from diffusers.models.embeddings import TimestepEmbedding, Timesteps
 from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.transformers.transformer_flux import FluxPosEmbed
 from torch import nn
 
-from sakura.platform.models._attention import Mode, RunState, template_attention
+from sakura.platform.models._attention import Mode, RunState, apply_rope, template_attention
 
 Rope = tuple[torch.Tensor, torch.Tensor]
 
@@ -73,12 +74,13 @@ class ReferenceBlock(nn.Module):
     def _qkv(self, x: torch.Tensor, rope: Rope) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b, n, _ = x.shape
         q, k, v = self.qkv(x).view(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
-        q = apply_rotary_emb(self.norm_q(q), rope, sequence_dim=2)
-        k = apply_rotary_emb(self.norm_k(k), rope, sequence_dim=2)
+        q = apply_rope(self.norm_q(q), rope, sequence_dim=2)
+        k = apply_rope(self.norm_k(k), rope, sequence_dim=2)
         return q, k, v
 
 
-class ReferenceEditDiT(ModelMixin, ConfigMixin):
+# diffusers' two bases disagree on the type of ``config_name`` (ModelMixin: str, ConfigMixin: None).
+class ReferenceEditDiT(ModelMixin, ConfigMixin):  # type: ignore[misc]
     @register_to_config
     def __init__(
         self,
@@ -108,7 +110,7 @@ class ReferenceEditDiT(ModelMixin, ConfigMixin):
 
     def _zero_init(self) -> None:
         """adaLN-Zero: every block starts as the identity and the output as zero."""
-        for module in [*(b.modulation for b in self.blocks), self.out_modulation, self.proj_out]:
+        for module in [*(b.modulation for b in self._blocks()), self.out_modulation, self.proj_out]:
             nn.init.zeros_(module.weight)
             nn.init.zeros_(module.bias)
 
@@ -142,17 +144,23 @@ class ReferenceEditDiT(ModelMixin, ConfigMixin):
         shift, scale = self.out_modulation(nn.functional.silu(emb)).unsqueeze(1).chunk(2, dim=-1)
         return self.proj_out(self.norm_out(segments[0]) * (1 + scale) + shift)
 
-    def template_blocks(self, template: torch.Tensor, task: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def template_blocks(
+        self, template: torch.Tensor, task: torch.Tensor
+    ) -> Generator[tuple[torch.Tensor, torch.Tensor], None, None]:
         """The template tokens alone through the blocks, bottom-up: yields each block's template
         (K, V), (batch, heads, tokens, head_dim), as the blocks of :meth:`forward` compute them
         (template tokens attend only to themselves there, so nothing else is needed). A block's
         second half runs only when the next block's K/V is asked for."""
         h, emb = self._embed_template(template, task)
         rope = self._rope(h.device)
-        for block in self.blocks:
+        for block in self._blocks():
             mods, [(q, k, v)] = block.project([h], [emb], rope)
             yield k, v
             [h] = block.finish([h], mods, template_attention(q, k, v, tpl_start=0, layer=block.layer, state=None))
+
+    def _blocks(self) -> Iterable[ReferenceBlock]:
+        """``blocks``, typed (a ``ModuleList`` yields plain modules)."""
+        return cast("Iterable[ReferenceBlock]", self.blocks)
 
     def _embed_template(self, template: torch.Tensor, task: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Template tokens and their modulation embedding: t = 0 plus the task's embedding."""

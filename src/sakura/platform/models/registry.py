@@ -7,9 +7,10 @@ a diffusers checkpoint (the transformer at the top level or in ``transformer/``)
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -17,6 +18,10 @@ from sakura.platform.errors import UnknownModel
 from sakura.platform.models.base import ModelAdapter
 from sakura.platform.models.pipelines import is_pipeline_folder, load_pipeline
 from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, named_builder
+
+if TYPE_CHECKING:
+    from diffusers.models.transformers.transformer_flux import FluxTransformer2DModel
+    from diffusers.models.transformers.transformer_sd3 import SD3Transformer2DModel
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class NamedModel:
     default_steps: int = 4
     #: Builds the adapter itself (a pipeline's model: transformer, VAE, scheduler) instead of
     #: ``family`` + ``config``.
-    build: Callable[["NamedModel", torch.dtype], ModelAdapter] | None = None
+    build: Callable[[NamedModel, torch.dtype], ModelAdapter] | None = None
 
 
 _NAMED: dict[str, NamedModel] = {}
@@ -106,7 +111,9 @@ def default_steps(name: str) -> int:
 def load_named_model(name: str, *, dtype: torch.dtype = torch.float32) -> ModelAdapter:
     """A named model only, never a path: what a client may load for a name a server sent."""
     if name != "reference" and name not in _NAMED:
-        raise UnknownModel(f"no model named {name!r} on this device (named models: {', '.join(sorted(_NAMED))}, reference)")
+        raise UnknownModel(
+            f"no model named {name!r} on this device (named models: {', '.join(sorted(_NAMED))}, reference)"
+        )
     return load_model(name, dtype=dtype)
 
 
@@ -182,12 +189,13 @@ _CHECKPOINT_IO: dict[str, dict[str, int]] = {
 }
 
 
-def _model_class(family: str) -> Callable[..., torch.nn.Module]:
+def _model_class(family: str) -> type[FluxTransformer2DModel] | type[SD3Transformer2DModel]:
+    # Imported from their modules: to a type checker, diffusers' top-level names are its no-torch placeholders.
     if family == "flux":
-        from diffusers import FluxTransformer2DModel
+        from diffusers.models.transformers.transformer_flux import FluxTransformer2DModel
 
         return FluxTransformer2DModel
-    from diffusers import SD3Transformer2DModel
+    from diffusers.models.transformers.transformer_sd3 import SD3Transformer2DModel
 
     return SD3Transformer2DModel
 

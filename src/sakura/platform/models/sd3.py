@@ -24,7 +24,7 @@ from sakura.platform.models.base import to_unit_image
 class SD3TemplateProcessor:
     """A per-instance replacement for ``JointAttnProcessor2_0`` that knows about the template span."""
 
-    def __init__(self, adapter: "SD3Adapter", layer: int) -> None:
+    def __init__(self, adapter: SD3Adapter, layer: int) -> None:
         self._adapter = adapter
         self.layer = layer
 
@@ -40,7 +40,9 @@ class SD3TemplateProcessor:
         def heads(t: torch.Tensor) -> torch.Tensor:
             return t.view(batch, -1, attn.heads, t.shape[-1] // attn.heads).transpose(1, 2)
 
-        query, key, value = heads(attn.to_q(hidden_states)), heads(attn.to_k(hidden_states)), heads(attn.to_v(hidden_states))
+        query, key, value = (
+            heads(attn.to_q(hidden_states)), heads(attn.to_k(hidden_states)), heads(attn.to_v(hidden_states))
+        )
         if attn.norm_q is not None:
             query = attn.norm_q(query)
         if attn.norm_k is not None:
@@ -54,8 +56,9 @@ class SD3TemplateProcessor:
             query, key, value = (torch.cat(pair, dim=2) for pair in ((query, eq), (key, ek), (value, ev)))
 
         state = self._adapter._current_state()
-        in_seq = state is not None and state.has_template_in_sequence
-        tpl_start = image_len - state.template_tokens if in_seq else image_len
+        tpl_start = image_len
+        if state is not None and state.has_template_in_sequence:
+            tpl_start -= state.template_tokens
         out = template_attention(query, key, value, tpl_start=tpl_start, layer=self.layer, state=state)
         out = out.transpose(1, 2).reshape(batch, -1, attn.heads * query.shape[-1]).to(query.dtype)
 
@@ -75,10 +78,10 @@ class SD3Adapter(DiffusersAdapter):
                  codec: LatentCodec | None = None) -> None:
         # SD3 patchifies by itself: the codec maps pixels to the model's latent grid.
         super().__init__(model, name=name, resolution=resolution, pack=pack, text_tokens=text_tokens, codec=codec)
-        model.pos_embed.register_forward_hook(self._append_template_tokens)
-        model.proj_out.register_forward_hook(self._drop_template_tokens)
+        self.model.pos_embed.register_forward_hook(self._append_template_tokens)
+        self.model.proj_out.register_forward_hook(self._drop_template_tokens)
 
-    def _attention_modules(self) -> list[torch.nn.Module]:
+    def _attention_modules(self) -> list[Any]:
         modules = []
         for block in self.model.transformer_blocks:
             modules.append(block.attn)

@@ -138,7 +138,8 @@ def test_kv_geometry_is_what_capture_records_and_the_order_replay_reads(adapter,
     read: list[ShardKey] = []
 
     class Recording:
-        model_fingerprint, keys, template_tokens = captured.kv.model_fingerprint, captured.kv.keys, captured.kv.template_tokens
+        model_fingerprint, keys = captured.kv.model_fingerprint, captured.kv.keys
+        template_tokens = captured.kv.template_tokens
 
         def __getitem__(self, key: ShardKey):
             read.append(key)

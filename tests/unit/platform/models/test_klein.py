@@ -93,7 +93,8 @@ from sakura.platform.kv import KVPair, ShardKey, TemplateKV
 from sakura.platform.models import EditRequest, Schedule, load_model
 phone = load_model(sys.argv[1], phone=True)
 saved = np.load(sys.argv[2])
-kv = TemplateKV(str(saved["fingerprint"]), {ShardKey(None, i): KVPair(saved[f"k{i}"], saved[f"v{i}"]) for i in range(4)})
+kv = TemplateKV(str(saved["fingerprint"]),
+                {ShardKey(None, i): KVPair(saved[f"k{i}"], saved[f"v{i}"]) for i in range(4)})
 request = EditRequest(saved["photo"], seed=3)
 latent = phone.replay(kv, "", request, Schedule(steps=3, strength=0.8), context={"prompt_embeds": saved["embeds"]})
 np.save(sys.argv[3], phone.latent_to_image(latent))
@@ -106,10 +107,10 @@ def test_the_phone_loads_vae_and_transformer_only_and_never_imports_transformers
     kv = klein.capture(template, request, SCHEDULE).kv
     context = klein.template_context(template)
     arrays = {f"{side}{i}": getattr(kv[ShardKey(None, i)], side) for i in range(4) for side in "kv"}
-    np.savez(tmp_path / "kv.npz", fingerprint=kv.model_fingerprint, photo=request.image, embeds=context["prompt_embeds"],
-             **arrays)
-    done = subprocess.run([sys.executable, "-c", _PHONE, str(klein_folder), str(tmp_path / "kv.npz"), str(tmp_path / "out.npy")],
-                          capture_output=True, text=True, timeout=300)
+    np.savez(tmp_path / "kv.npz", fingerprint=kv.model_fingerprint, photo=request.image,
+             embeds=context["prompt_embeds"], **arrays)
+    done = subprocess.run([sys.executable, "-c", _PHONE, str(klein_folder), str(tmp_path / "kv.npz"),
+                           str(tmp_path / "out.npy")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "components None False"
     expected = klein.stock_image(template, request, SCHEDULE, context)

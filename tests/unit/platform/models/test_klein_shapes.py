@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from sakura.platform.errors import ModelError
-from sakura.platform.models import Schedule, load_model, named_models
-from sakura.platform.models import registry
+from sakura.platform.models import Schedule, load_model, named_models, registry
 from sakura.platform.models.pipelines.block_costs import Measurement, bench_edit, extrapolate, measure, per_block
 from sakura.platform.models.pipelines.klein import KleinAdapter
 from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, KLEIN_9B, KleinShape, build_adapter, named_builder
@@ -93,8 +92,10 @@ def test_measured_kv_is_the_formula_and_extrapolating_a_part_predicts_the_whole_
     for m in (mp, mw):
         assert all(b == TINY.kv_bytes_per_block(64) for kind in ("double", "single") for b in m.kv_bytes_fp16[kind])
         for clock in ("wall", "cpu"):  # every block timed in both phases
-            assert all(len(m.seconds[clock][p][k]) == m.built[k] for p in ("capture", "replay") for k in ("double", "single"))
-    assert extrapolate(mp, 2, 4)["kv_bytes_fp16"] == extrapolate(mw, 2, 4)["kv_bytes_fp16"] == 6 * TINY.kv_bytes_per_block(64)
+            assert all(len(m.seconds[clock][p][k]) == m.built[k]
+                       for p in ("capture", "replay") for k in ("double", "single"))
+    kv_bytes = 6 * TINY.kv_bytes_per_block(64)
+    assert extrapolate(mp, 2, 4)["kv_bytes_fp16"] == extrapolate(mw, 2, 4)["kv_bytes_fp16"] == kv_bytes
     # on a whole build the extrapolation is the measured forward: the arithmetic adds up
     for clock in ("wall", "cpu"):
         predicted = extrapolate(mw, 2, 4, clock)

@@ -61,7 +61,8 @@ def test_stopping_abandons_the_forward_and_replay_may_run_between_blocks(phone, 
     template, kv, source, context = published
     attention = [b.attn for b in [*phone.model.transformer_blocks, *phone.model.single_transformer_blocks]]
     calls = []
-    counters = [a.register_forward_pre_hook(lambda m, _: calls.append(threading.current_thread().name)) for a in attention]
+    counters = [a.register_forward_pre_hook(lambda m, _: calls.append(threading.current_thread().name))
+                for a in attention]
     try:
         blocks = phone.iter_template_kv(source, context=context, task=template.task, schedule=SCHEDULE)
         first = list(itertools.islice(blocks, 1))
@@ -108,10 +109,11 @@ print("transformers" in sys.modules)
 def test_the_phone_computes_without_importing_transformers(klein_folder, published, tmp_path):
     _, kv, source, _ = published
     np.savez(tmp_path / "source.npz", latents=source[REFERENCE_LATENTS], ids=source[REFERENCE_IDS])
-    done = subprocess.run([sys.executable, "-c", _PHONE, str(klein_folder), str(tmp_path / "source.npz"), str(tmp_path / "kv.npz")],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _PHONE, str(klein_folder), str(tmp_path / "source.npz"),
+                           str(tmp_path / "kv.npz")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "False"
     computed = np.load(tmp_path / "kv.npz")
     for key in kv.keys:
-        assert np.array_equal(computed[f"k{key.layer}"], kv[key].k) and np.array_equal(computed[f"v{key.layer}"], kv[key].v)
+        assert np.array_equal(computed[f"k{key.layer}"], kv[key].k)
+        assert np.array_equal(computed[f"v{key.layer}"], kv[key].v)

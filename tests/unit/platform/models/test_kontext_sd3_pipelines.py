@@ -111,7 +111,8 @@ def test_the_unmodified_stock_is_diffusers_own_pipeline(folders, clouds, edit, n
     try:
         cloud.pipe = stock
         stock.set_progress_bar_config(disable=True)
-        np.testing.assert_array_equal(cloud.unmodified_stock_image(template, request, SCHEDULE, context), ours_unmodified)
+        unmodified = cloud.unmodified_stock_image(template, request, SCHEDULE, context)
+        np.testing.assert_array_equal(unmodified, ours_unmodified)
     finally:
         cloud.pipe = cloud_pipe
     assert not np.array_equal(cloud.stock_image(template, request, SCHEDULE, context), ours_unmodified)
@@ -157,11 +158,12 @@ def test_the_phone_loads_vae_and_transformer_only_and_replays_equal_to_the_cloud
              photo=request.image, embeds=context["prompt_embeds"], pooled=context["pooled_prompt_embeds"], **arrays)
     phone = tmp_path / "phone"  # the phone's copy of the folder: no text encoders, no tokenizers
     shutil.copytree(folders[name], phone, ignore=shutil.ignore_patterns("text_encoder*", "tokenizer*"))
-    done = subprocess.run([sys.executable, "-c", _PHONE, str(phone), str(tmp_path / "kv.npz"), str(tmp_path / "out.npy")],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _PHONE, str(phone), str(tmp_path / "kv.npz"),
+                           str(tmp_path / "out.npy")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "None False"
-    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), cloud.stock_image(template, request, SCHEDULE, context))
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"),
+                                  cloud.stock_image(template, request, SCHEDULE, context))
 
 
 def test_a_phone_adapter_has_the_clouds_fingerprint_and_cannot_encode_prompts(folders, clouds, edit):
@@ -206,8 +208,10 @@ def test_bad_folders_and_inputs_are_typed_errors_naming_the_file_and_field(folde
     resolution = broken("tiny-kontext", lambda d: (d / "sakura.json").write_text('{"resolution": 66}'))
     with pytest.raises(PipelineError, match=r"sakura.json: field 'resolution': 66 is not a multiple of 4"):
         load_model(str(resolution))
-    clip = broken("tiny-sd3-pipeline", lambda d: (d / "sakura.json").write_text('{"resolution": 64, "clip_max_length": 77}'))
-    with pytest.raises(PipelineError, match=r"sakura.json: field 'clip_max_length': 77; tokenizer's model_max_length is 16"):
+    clip = broken("tiny-sd3-pipeline",
+                  lambda d: (d / "sakura.json").write_text('{"resolution": 64, "clip_max_length": 77}'))
+    with pytest.raises(PipelineError,
+                       match=r"sakura.json: field 'clip_max_length': 77; tokenizer's model_max_length is 16"):
         load_model(str(clip))
     patches = broken("tiny-sd3-pipeline", lambda d: (d / "sakura.json").write_text('{"resolution": 128}'))
     with pytest.raises(PipelineError, match=r"field 'resolution': 128 makes 32x32 patches"):

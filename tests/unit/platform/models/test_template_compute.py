@@ -30,7 +30,8 @@ def reference():
 
 def _example(adapter, entry) -> Template:
     spec = example_spec()
-    return Template(fit_image(load_image(entry.image, spec.base_dir), adapter.resolution), entry.prompt, entry.task.value)
+    image = fit_image(load_image(entry.image, spec.base_dir), adapter.resolution)
+    return Template(image, entry.prompt, entry.task.value)
 
 
 def _round_trip(source: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -54,7 +55,8 @@ def test_computed_kv_equals_the_published_kv_bit_for_bit_and_mixes_with_it(refer
         assert np.array_equal(pair.k, captured[key].k) and np.array_equal(pair.v, captured[key].v), key
         assert pair.k.dtype == captured[key].k.dtype
     # Blocks 0..2 computed on the phone, 3..5 fetched: the same image as the published KV alone.
-    mixed = TemplateKV(captured.model_fingerprint, {key: pair if key.layer <= 2 else captured[key] for key, pair in computed})
+    mixed = TemplateKV(captured.model_fingerprint,
+                       {key: pair if key.layer <= 2 else captured[key] for key, pair in computed})
     request = EditRequest(fit_image(load_image("skimage:astronaut"), reference.resolution), seed=5)
     assert torch.equal(reference.replay(mixed, template.prompt, request, SCHEDULE),
                        reference.replay(captured, template.prompt, request, SCHEDULE))

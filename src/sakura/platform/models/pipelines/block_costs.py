@@ -110,7 +110,8 @@ def measure(adapter: Any, *, repeats: int = 1) -> Measurement:
     return Measurement(
         resolution=adapter.resolution, reference_tokens=captured.kv.template_tokens,
         text_tokens=adapter.max_sequence_length, built=counts, seconds=seconds,
-        transformer_s={clock: {phase: timer.fastest(clock, phase, "transformer") for phase in PHASES} for clock in CLOCKS},
+        transformer_s={clock: {phase: timer.fastest(clock, phase, "transformer") for phase in PHASES}
+                       for clock in CLOCKS},
         vae_encode_s={clock: min(timer.fastest(clock, phase, "vae") for phase in PHASES) for clock in CLOCKS},
         kv_bytes_fp16=kv_bytes,
     )

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -38,7 +39,7 @@ class PipelineFolder:
     extra: dict[str, Any]  # the index's other (non-component) settings, e.g. is_distilled
 
     @classmethod
-    def read(cls, path: str | Path) -> "PipelineFolder":
+    def read(cls, path: str | Path) -> PipelineFolder:
         path = Path(path).expanduser()
         index = path / INDEX
         try:
@@ -55,7 +56,9 @@ class PipelineFolder:
                 continue
             if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
                 if value[0] not in LIBRARIES:
-                    raise PipelineError(f"{index}: field '{name}': library {value[0]!r} is not one of {list(LIBRARIES)}")
+                    raise PipelineError(
+                        f"{index}: field '{name}': library {value[0]!r} is not one of {list(LIBRARIES)}"
+                    )
                 components[name] = (value[0], value[1])
             elif isinstance(value, list) and value == [None, None]:
                 continue  # an optional component the folder does not ship
@@ -78,7 +81,9 @@ class PipelineFolder:
         component_class = getattr(module, class_name, None)
         if component_class is None:
             raise PipelineError(f"{self.path / INDEX}: field '{name}': {library} has no class {class_name!r}")
-        kwargs: dict[str, Any] = {"torch_dtype": dtype} if dtype is not None and hasattr(component_class, "dtype") else {}
+        kwargs: dict[str, Any] = (
+            {"torch_dtype": dtype} if dtype is not None and hasattr(component_class, "dtype") else {}
+        )
         if library == "diffusers" and hasattr(component_class, "dtype"):
             kwargs["low_cpu_mem_usage"] = False  # the default wants the accelerate package; no gain at load
         try:

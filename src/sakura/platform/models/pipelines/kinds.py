@@ -100,7 +100,8 @@ def _load_sd3(folder: PipelineFolder, components: dict[str, Any], dtype: torch.d
 
 _PER_STEP_PHONE = ("scheduler", "vae", "transformer")
 register_pipeline(PipelineKind("FluxKontextPipeline", phone=_PER_STEP_PHONE,
-                               cloud=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"), load=_load_kontext))
+                               cloud=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"),
+                               load=_load_kontext))
 register_pipeline(PipelineKind("StableDiffusion3Pipeline", phone=_PER_STEP_PHONE,
                                cloud=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2", "text_encoder_3",
                                       "tokenizer_3"), load=_load_sd3))

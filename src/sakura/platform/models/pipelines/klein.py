@@ -16,7 +16,8 @@ initial latents and sigmas the stock pipeline computes the same image (``stock_e
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,7 +25,6 @@ import torch
 from sakura.platform.errors import ModelError
 from sakura.platform.kv import KVPair, KVSource, ShardKey, TemplateKV
 from sakura.platform.models._block_stream import stream_after_modules
-from sakura.platform.models.pipelines import flux2_latents as latents_of
 from sakura.platform.models.base import (
     CaptureResult,
     EditRequest,
@@ -36,6 +36,7 @@ from sakura.platform.models.base import (
     source_array,
     to_unit_image,
 )
+from sakura.platform.models.pipelines import flux2_latents as latents_of
 
 PROMPT_EMBEDS = "prompt_embeds"
 #: Source objects: the reference tokens as ``prepare_image_latents`` makes them, and their
@@ -72,7 +73,8 @@ def _stream_caches():
 
         def __init__(self, source: KVSource, num_double: int, num_single: int, dtype: torch.dtype) -> None:
             super().__init__(num_double, num_single)
-            self.double_block_caches = [StreamingLayerCache(source, ShardKey(None, i), dtype) for i in range(num_double)]
+            self.double_block_caches = [StreamingLayerCache(source, ShardKey(None, i), dtype)
+                                        for i in range(num_double)]
             self.single_block_caches = [StreamingLayerCache(source, ShardKey(None, num_double + i), dtype)
                                         for i in range(num_single)]
             self.num_ref_tokens = source.template_tokens
@@ -103,6 +105,8 @@ class KleinAdapter(ModelAdapter):
     full_caches_template = True
     computes_template = True
     pipeline_class = "Flux2KleinKVPipeline"
+    #: A diffusers transformer: its config and blocks are attributes torch types as ``Tensor | Module``.
+    model: Any
 
     def __init__(self, *, transformer: Any, vae: Any, scheduler: Any, name: str, resolution: int,
                  pipe: Any | None = None, max_sequence_length: int = 512,
@@ -169,14 +173,16 @@ class KleinAdapter(ModelAdapter):
     def context_limits(self) -> dict[str, tuple[int, ...]]:
         return {PROMPT_EMBEDS: (self.max_sequence_length, self.model.config.joint_attention_dim)}
 
-    def capture(self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True) -> CaptureResult:
+    def capture(self, template: Template, request: EditRequest, schedule: Schedule, *,
+                masked: bool = True) -> CaptureResult:
         """The stock first step (``extract``) on the template's reference latents; its cache is the KV."""
         self._masked_only(masked)
         latents, caches = self._run(template, request, schedule, None, {}, keep_cache=True)
         kv = {ShardKey(None, i): KVPair(_to_numpy(c.k_ref), _to_numpy(c.v_ref)) for i, c in enumerate(caches)}
         return CaptureResult(TemplateKV(self.fingerprint, kv), {}, latents)
 
-    def full(self, template: Template, request: EditRequest, schedule: Schedule, *, masked: bool = True) -> torch.Tensor:
+    def full(self, template: Template, request: EditRequest, schedule: Schedule, *,
+             masked: bool = True) -> torch.Tensor:
         self._masked_only(masked)
         return self._run(template, request, schedule, None, {})[0]
 
@@ -241,9 +247,10 @@ class KleinAdapter(ModelAdapter):
         embeddings, initial latents and sigmas (what SAKURA's edit must equal)."""
         embeds = self._prompt_embeds(template.prompt, context)
         with torch.inference_mode():
-            out = self._cloud("running the stock pipeline")(image=self.reference_image(template), prompt_embeds=embeds, height=self.resolution,
-                            width=self.resolution, num_inference_steps=schedule.steps, sigmas=schedule.pipeline_sigmas(),
-                            latents=self.unpacked_initial_latents(request, schedule), output_type="np")
+            out = self._cloud("running the stock pipeline")(
+                image=self.reference_image(template), prompt_embeds=embeds, height=self.resolution,
+                width=self.resolution, num_inference_steps=schedule.steps, sigmas=schedule.pipeline_sigmas(),
+                latents=self.unpacked_initial_latents(request, schedule), output_type="np")
         return out.images[0].astype(np.float32)
 
     def latent_to_image(self, latent: torch.Tensor) -> np.ndarray:
@@ -254,7 +261,8 @@ class KleinAdapter(ModelAdapter):
 
     # -- the loop ------------------------------------------------------------------------
     def _run(self, template: Template | None, request: EditRequest, schedule: Schedule, cache: Any,
-             context: dict[str, np.ndarray], *, prompt: str | None = None, keep_cache: bool = False):
+             context: dict[str, np.ndarray], *, prompt: str | None = None,
+             keep_cache: bool = False) -> tuple[torch.Tensor, list[Any]]:
         """The stock denoising loop: step 0 ``extract`` with the reference tokens when a template
         is given (then ``cached`` with that cache), else every step ``cached`` from ``cache``."""
         dtype = self._dtype
@@ -263,7 +271,7 @@ class KleinAdapter(ModelAdapter):
         scheduler, sigmas = self._scheduler(schedule)
         latents, latent_ids = self.initial_latents(request, scheduler)
         reference = self.reference_latents(template) if template is not None else None
-        extracted = None
+        extracted: Any = None  # the Flux2KVCache step 0 extracts, with a template
         with torch.inference_mode():
             for i, t in enumerate(scheduler.timesteps):
                 timestep = (t.expand(1) / 1000).to(dtype)
@@ -328,14 +336,15 @@ class KleinAdapter(ModelAdapter):
 
         pixels = (np.clip(to_unit_image(template.image), 0.0, 1.0) * 255.0).round().astype(np.uint8)
         if pixels.shape[:2] != (self.resolution, self.resolution):
-            raise ModelError(f"{self.name}: the reference image is {pixels.shape[1]}x{pixels.shape[0]}, the model takes "
-                             f"{self.resolution}x{self.resolution}")
+            raise ModelError(f"{self.name}: the reference image is {pixels.shape[1]}x{pixels.shape[0]}, the model "
+                             f"takes {self.resolution}x{self.resolution}")
         return Image.fromarray(pixels)
 
     def reference_latents(self, template: Template) -> tuple[torch.Tensor, torch.Tensor]:
         """The template's reference tokens, as the stock pipeline prepares them (cloud only)."""
         pipe, res = self._cloud("preparing reference latents"), self.resolution
-        image = self.image_processor.preprocess(self.reference_image(template), height=res, width=res, resize_mode="crop")
+        image = self.image_processor.preprocess(self.reference_image(template), height=res, width=res,
+                                                resize_mode="crop")
         with torch.inference_mode():
             return pipe.prepare_image_latents(images=[image], batch_size=1, generator=None,
                                               device=torch.device("cpu"), dtype=self.vae.dtype)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -166,7 +167,9 @@ class KleinShapeAdapter(KleinAdapter):
 def build_adapter(shape: KleinShape, *, blocks: int | None = None, dtype: torch.dtype = torch.float32,
                   seed: int = 0, init_gain: float = 1.0, resolution: int | None = None) -> KleinShapeAdapter:
     """``shape`` with seeded random weights; ``blocks`` keeps only that many blocks (:meth:`KleinShape.split`)."""
-    from diffusers import AutoencoderKLFlux2, FlowMatchEulerDiscreteScheduler, Flux2Transformer2DModel
+    from diffusers import FlowMatchEulerDiscreteScheduler
+    from diffusers.models.autoencoders.autoencoder_kl_flux2 import AutoencoderKLFlux2
+    from diffusers.models.transformers.transformer_flux2 import Flux2Transformer2DModel
 
     from sakura.platform.models.registry import seed_weights
 
@@ -202,7 +205,8 @@ def named_builder(shape: KleinShape) -> Callable[[Any, torch.dtype], KleinShapeA
 def parameter_counts(shape: KleinShape) -> dict[str, int]:
     """Parameters of the transformer (every block), the VAE and the text encoder, counted on the
     meta device (nothing is allocated). Cloud side: it imports ``transformers``."""
-    from diffusers import AutoencoderKLFlux2, Flux2Transformer2DModel
+    from diffusers.models.autoencoders.autoencoder_kl_flux2 import AutoencoderKLFlux2
+    from diffusers.models.transformers.transformer_flux2 import Flux2Transformer2DModel
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     def count(make: Callable[[], torch.nn.Module]) -> int:

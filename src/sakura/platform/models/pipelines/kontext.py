@@ -24,6 +24,7 @@ from sakura.platform.models.pipelines.vae_codec import VaeCodec
 class KontextAdapter(PerStepPipeline, FluxAdapter):
     family = "flux-kontext"
     pipeline_class = "FluxKontextPipeline"
+    codec: VaeCodec
 
     def __init__(self, *, transformer: Any, vae: Any, scheduler: Any, name: str, resolution: int,
                  pipe: Any | None = None, max_sequence_length: int = 512, guidance_scale: float = 3.5) -> None:

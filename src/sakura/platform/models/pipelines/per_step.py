@@ -27,7 +27,8 @@ the price of reusable KV (``stock_psnr_db`` in ``sakura models verify``).
 from __future__ import annotations
 
 import abc
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,6 +36,7 @@ import torch
 from sakura.platform.errors import ModelError
 from sakura.platform.kv import KVSource, ShardKey
 from sakura.platform.models._attention import AttentionProbe, Mode, RunState
+from sakura.platform.models._diffusers import DiffusersAdapter
 from sakura.platform.models.base import EditRequest, Schedule, Template, model_fingerprint
 from sakura.platform.models.pipelines.folder import PipelineError, PipelineFolder
 from sakura.platform.models.pipelines.klein import PROMPT_EMBEDS
@@ -47,11 +49,11 @@ def config_error(folder: PipelineFolder, component: str, field: str, message: st
     return PipelineError(f"{folder.path / component / 'config.json'}: field {field!r}: {message}")
 
 
-class PerStepPipeline(abc.ABC):
-    """Mixin ahead of :class:`~sakura.platform.models.flux.FluxAdapter` or
-    :class:`~sakura.platform.models.sd3.SD3Adapter` (which provide the processors, ``_velocity``,
-    ``_image_latent`` through ``codec``, and the run state); ``pipe`` (the stock pipeline, text
-    encoders included) exists in the cloud only."""
+class PerStepPipeline(DiffusersAdapter):
+    """Goes ahead of :class:`~sakura.platform.models.flux.FluxAdapter` or
+    :class:`~sakura.platform.models.sd3.SD3Adapter` in an adapter's bases (they provide the
+    processors, ``_velocity``, ``_image_latent`` through ``codec``, and the run state); ``pipe``
+    (the stock pipeline, text encoders included) exists in the cloud only."""
 
     pipeline_class: str = ""
     #: ``calculate_shift``'s fallback ``max_shift`` in the pipeline's module.

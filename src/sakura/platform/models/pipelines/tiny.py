@@ -6,8 +6,8 @@ without a download. Cloud side only: it needs ``transformers`` and ``tokenizers`
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -32,18 +32,23 @@ def _qwen_tokenizer():
     special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     vocab = {token: i for i, token in enumerate([*special, *sorted(pre_tokenizers.ByteLevel.alphabet())])}
     words = sorted({word for line in _CORPUS for word in line.split()})
-    merges = add_merges(vocab, (parts for word in words for parts in (list(word), ["\u0120", *word])))  # U+0120: ByteLevel's space
+    # U+0120: ByteLevel's space
+    merges = add_merges(vocab, (parts for word in words for parts in (list(word), ["\u0120", *word])))
     bpe = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=None))
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     bpe.add_special_tokens(special)
-    return Qwen2TokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=_CHAT)
+    return Qwen2TokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                              chat_template=_CHAT)
 
 
 def tiny_klein(out: Path, seed: int = 0) -> Path:
     """A FLUX.2 [klein] KV pipeline: 2 double + 2 single blocks of 2 heads x 16, a 3-layer Qwen3
     text encoder, a two-level VAE; 64x64 images, 256 reference tokens."""
-    from diffusers import AutoencoderKLFlux2, FlowMatchEulerDiscreteScheduler, Flux2KleinKVPipeline, Flux2Transformer2DModel
+    from diffusers.models.autoencoders.autoencoder_kl_flux2 import AutoencoderKLFlux2
+    from diffusers.models.transformers.transformer_flux2 import Flux2Transformer2DModel
+    from diffusers.pipelines.flux2.pipeline_flux2_klein_kv import Flux2KleinKVPipeline
+    from diffusers.schedulers.scheduling_flow_match_euler_discrete import FlowMatchEulerDiscreteScheduler
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)

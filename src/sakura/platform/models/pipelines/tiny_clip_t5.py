@@ -7,8 +7,9 @@ VAE, seeded weights: every export is the same pipeline. Cloud side only: it need
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 
@@ -40,7 +41,8 @@ def _clip_tokenizer() -> Any:
     vocab = {token: i for i, token in enumerate(["<|startoftext|>", "<|endoftext|>", *alphabet,
                                                  *(char + "</w>" for char in alphabet)])}
     merges = add_merges(vocab, ([*word[:-1], word[-1] + "</w>"] for word in _words()))
-    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=CLIP_TOKENS)
+    # transformers annotates ``merges`` as strings; its BPE takes the (left, right) pairs too.
+    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=CLIP_TOKENS)  # type: ignore[arg-type]
 
 
 def add_merges(vocab: dict[str, int], words: Iterable[list[str]]) -> list[tuple[str, str]]:
@@ -82,9 +84,12 @@ def _clip(tokenizer: Any, *, projection: bool, hidden: int) -> Any:
 def _t5(tokenizer: Any) -> Any:
     from transformers import T5Config, T5EncoderModel
 
-    config = T5Config(vocab_size=len(tokenizer), d_model=_WIDTH, d_kv=16, d_ff=2 * _WIDTH, num_layers=2, num_heads=2,
-                      relative_attention_num_buckets=8, relative_attention_max_distance=16,
-                      feed_forward_proj="gated-gelu", pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    # T5Config's __init__ takes keywords besides its dataclass fields (decoder_start_token_id); its type does not.
+    config = T5Config(  # type: ignore[call-arg]
+        vocab_size=len(tokenizer), d_model=_WIDTH, d_kv=16, d_ff=2 * _WIDTH, num_layers=2, num_heads=2,
+        relative_attention_num_buckets=8, relative_attention_max_distance=16,
+        feed_forward_proj="gated-gelu", pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+    )
     return T5EncoderModel(config).eval()
 
 
@@ -113,7 +118,8 @@ def _save(pipe: Any, out: Path, settings: dict[str, Any]) -> Path:
 def tiny_kontext(out: Path, seed: int = 0) -> Path:
     """A FLUX.1 Kontext pipeline: 2 double + 2 single blocks of 2 heads x 16, a CLIP text model
     (pooled) and a T5 encoder of 2 layers each, a two-level VAE; 64x64 images, 256 reference tokens."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, FluxKontextPipeline, FluxTransformer2DModel
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxKontextPipeline
+    from diffusers.models.transformers.transformer_flux import FluxTransformer2DModel
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -135,7 +141,8 @@ def tiny_sd3_pipeline(out: Path, seed: int = 0) -> Path:
     """An SD3 pipeline: 2 joint blocks of 2 heads x 16, two CLIP text models with projection
     (16 wide each, side by side the T5's 32) and a T5 encoder, a two-level VAE; 64x64 images,
     256 image tokens."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+    from diffusers import FlowMatchEulerDiscreteScheduler, StableDiffusion3Pipeline
+    from diffusers.models.transformers.transformer_sd3 import SD3Transformer2DModel
 
     half = _WIDTH // 2
     with torch.random.fork_rng(devices=[]):

@@ -15,7 +15,8 @@ these few reshapes are reproduced here, each named after the diffusers function 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
