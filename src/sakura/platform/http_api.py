@@ -3,6 +3,10 @@ templates, the edge client formats them."""
 
 from __future__ import annotations
 
+import base64
+
+from sakura.platform.store.base import InvalidKey, check_key
+
 CATALOGUE = "/v1/templates"
 VERSIONS = CATALOGUE + "/{template_id}/versions"
 MANIFEST = VERSIONS + "/{version}/manifest"
@@ -26,6 +30,35 @@ MAX_BUNDLED_BYTES = 16 << 20
 #: level names, so no round trip of idle link separates the two responses.
 SMALLEST_LEVEL = "~smallest"
 SHARD_LEVEL = "X-Sakura-Level"
+
+
+#: ``GET CATALOGUE?limit=N&cursor=C`` answers ``{"templates": [...], "next_cursor": C' | null}``:
+#: at most ``limit`` (1..``MAX_CATALOGUE_LIMIT``, default ``CATALOGUE_LIMIT``) templates, in a fixed
+#: order; pass ``next_cursor`` back for the next page. A page may hold fewer than ``limit`` (only
+#: published templates are listed) and still have a next one: the end is ``next_cursor: null``.
+CATALOGUE_LIMIT = 100
+MAX_CATALOGUE_LIMIT = 1000
+
+
+def encode_cursor(after: str) -> str:
+    """The opaque cursor of a page that starts after the store folder ``after``."""
+    return base64.urlsafe_b64encode(after.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    """The store folder a cursor continues after; ValueError if it is not one of ours."""
+    if len(cursor) > 128:
+        raise ValueError("cursor too long")
+    try:
+        after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError("malformed cursor") from None
+    if "/" in after or encode_cursor(after) != cursor:
+        raise ValueError("malformed cursor")
+    try:
+        return check_key(after)  # one segment of an object key, never a path
+    except InvalidKey:
+        raise ValueError("malformed cursor") from None
 
 
 def manifest_path(template_id: str, version: int | str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 from sakura.platform.errors import InvalidTemplateId
 
@@ -10,9 +11,13 @@ TEMPLATE_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 _TEMPLATE_ID = re.compile(TEMPLATE_ID_PATTERN)
 
 
+def is_template_id(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and _TEMPLATE_ID.fullmatch(value) is not None
+
+
 def validate_template_id(value: object) -> str:
     """Return ``value`` if it is a valid template id, else raise :class:`InvalidTemplateId`."""
-    if not isinstance(value, str) or _TEMPLATE_ID.fullmatch(value) is None:
+    if not is_template_id(value):
         raise InvalidTemplateId(
             f"invalid template id {value!r}: expected 1-64 characters of a-z, 0-9, '.', '_', '-' "
             "starting with a letter or digit"

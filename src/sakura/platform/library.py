@@ -48,6 +48,7 @@ from dataclasses import replace
 
 from sakura.platform import layout
 from sakura.platform.errors import SakuraError
+from sakura.platform.ids import is_template_id
 from sakura.platform.manifest import AliasDoc, LevelEntry, Manifest, ManifestError
 from sakura.platform.store import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, open_store
 from sakura.platform.version_state import (
@@ -161,6 +162,25 @@ class TemplateLibrary:
             if len(parts) >= 3 and (unpublished or parts[-1] == _MANIFEST):
                 ids.add(parts[1])
         return sorted(ids)
+
+    def template_page(self, after: str | None = None, limit: int = 100) -> tuple[list[str], str | None]:
+        """Up to ``limit`` template ids after ``after`` in catalogue order (the store's folder
+        order), published or not; and the id the next page starts after (None: this was the last).
+        One listing of at most ``limit + 1`` folders, whatever the catalogue's size."""
+        names = self.store.list_folders("templates/", after=after or "", limit=limit + 1)
+        ids = [n for n in names[:limit] if is_template_id(n)]
+        return ids, (names[limit - 1] if len(names) > limit else None)
+
+    def template_ids(self) -> list[str]:
+        """Every template id with a folder in the store, published or not: one folder listing per
+        thousand templates, not a listing of every object (:meth:`templates`)."""
+        ids: list[str] = []
+        after: str | None = None
+        while True:
+            page, after = self.template_page(after, 1000)
+            ids += page
+            if after is None:
+                return ids
 
     def versions(self, template_id: str) -> list[int]:
         """Published versions (those whose manifest exists), ascending."""

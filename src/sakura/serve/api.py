@@ -73,7 +73,10 @@ def create_api(config: ServeConfig, metrics: ServeMetrics | None = None) -> Fast
     @api.get(http_api.CATALOGUE)
     def catalogue(request: Request) -> JSONResponse:
         require_reader_auth(request)
-        return JSONResponse({"templates": reader.catalogue()}, headers={"Cache-Control": NO_CACHE})
+        after, limit = _page(request)
+        templates, last = reader.catalogue(after, limit)
+        page = {"templates": templates, "next_cursor": None if last is None else http_api.encode_cursor(last)}
+        return JSONResponse(page, headers={"Cache-Control": NO_CACHE})
 
     @api.get(http_api.VERSIONS)
     def versions(template_id: str, request: Request) -> JSONResponse:
@@ -239,6 +242,21 @@ def _require_admin(request: Request, config: ServeConfig) -> None:
         raise ApiError(401, "missing_token", "an admin bearer token is required", {"WWW-Authenticate": "Bearer"})
     if not hmac.compare_digest(token.encode(), config.admin_token.encode()):
         raise ApiError(403, "bad_token", "the admin token is not valid")
+
+
+def _page(request: Request) -> tuple[str | None, int]:
+    """The catalogue page a request asks for: (the id it starts after, its size)."""
+    query = request.query_params
+    limit = parse_number(query.get("limit", str(http_api.CATALOGUE_LIMIT)), max_digits=4)
+    if limit is None or not 1 <= limit <= http_api.MAX_CATALOGUE_LIMIT:
+        raise ApiError(400, "invalid_request", f"limit must be 1..{http_api.MAX_CATALOGUE_LIMIT}")
+    cursor = query.get("cursor")
+    if cursor is None:
+        return None, limit
+    try:
+        return http_api.decode_cursor(cursor), limit
+    except ValueError:
+        raise ApiError(400, "invalid_cursor", "the cursor is not one this service gave out") from None
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

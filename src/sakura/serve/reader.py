@@ -94,14 +94,18 @@ class ShardReader:
         self._lock = threading.Lock()
 
     # -- catalogue -----------------------------------------------------------------------
-    def catalogue(self) -> list[dict]:
+    def catalogue(self, after: str | None, limit: int) -> tuple[list[dict], str | None]:
+        """One page: the templates after ``after`` that phones can use (those with an alias), and
+        the id the next page starts after (None at the end). Costs one listing of at most
+        ``limit + 1`` folders and one of each template's aliases, whatever the catalogue's size."""
         try:
-            out = [{"id": t, "aliases": self.library.aliases(t)} for t in self.library.templates()]
+            ids, last = self.library.template_page(after, limit)
+            out = [{"id": t, "aliases": aliases} for t in ids if (aliases := self.library.aliases(t))]
         except NotFound as exc:  # S3 answers a listing of a missing bucket with a 404
             raise self._fault(exc) from None
-        if not out and not self._root_present():
+        if not ids and after is None and not self._root_present():
             raise errors.store_outage()
-        return out
+        return out, last
 
     def versions(self, template_id: str) -> dict:
         validate_template_id(template_id)
@@ -289,7 +293,7 @@ class ShardReader:
             known = self._known_ids
         if known is None or now - known[0] >= KNOWN_IDS_TTL_S:
             try:
-                known = (now, self.library.templates())
+                known = (now, self.library.template_ids())
             except StoreError as exc:
                 log.warning("no suggestions for %r: the catalogue cannot be listed: %s", template_id, exc)
                 known = (now, [])

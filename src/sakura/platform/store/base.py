@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from sakura.platform.errors import SakuraError
@@ -64,6 +64,11 @@ def check_key(key: str) -> str:
     return key
 
 
+def folder_after(name: str, after: str) -> bool:
+    """Whether folder ``name`` comes after folder ``after`` in folder order ("" comes first)."""
+    return not after or name + "/" > after + "/"
+
+
 class ObjectStore(abc.ABC):
     """A flat key space under one root URI."""
 
@@ -94,6 +99,20 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """Objects whose key starts with ``prefix``, in key order."""
+
+    def list_folders(self, prefix: str, *, after: str = "", limit: int = 1000) -> Sequence[str]:
+        """The names of the folders directly under ``prefix`` (which ends in ``/``) in folder order
+        (the order of ``name + "/"``, as S3 lists common prefixes), those after the folder
+        ``after`` only, at most ``limit``. This default reads every key under ``prefix``; stores
+        override it with a listing that costs what the page holds."""
+        names: list[str] = []
+        for obj in self.list(prefix):
+            name, sep, _ = obj.key[len(prefix):].partition("/")
+            if sep and folder_after(name, after) and (not names or names[-1] != name):
+                names.append(name)
+                if len(names) == limit:
+                    break
+        return names
 
     @abc.abstractmethod
     def delete(self, key: str) -> None:

@@ -13,7 +13,7 @@ import fcntl
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from sakura.platform.store.base import (
@@ -25,6 +25,7 @@ from sakura.platform.store.base import (
     PreconditionFailed,
     StoreError,
     check_key,
+    folder_after,
 )
 
 _TMP_PREFIX = ".tmp-"
@@ -113,6 +114,14 @@ class LocalStore(ObjectStore):
             path = self.root / key
             with contextlib.suppress(FileNotFoundError):
                 yield ObjectInfo(key, path.stat().st_size, "")
+
+    def list_folders(self, prefix: str, *, after: str = "", limit: int = 1000) -> Sequence[str]:
+        base = self.root / check_key(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        try:
+            entries = [e.name for e in os.scandir(base) if e.is_dir() and not e.name.startswith(_TMP_PREFIX)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted((n for n in entries if folder_after(n, after)), key=lambda n: n + "/")[:limit]
 
     def delete(self, key: str) -> None:
         path = self._path(key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from sakura.platform.retry import RetryPolicy
@@ -55,6 +55,9 @@ class RetryingStore(ObjectStore):
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         return iter(self._call(lambda: list(self.inner.list(prefix))))
+
+    def list_folders(self, prefix: str, *, after: str = "", limit: int = 1000) -> Sequence[str]:
+        return self._call(lambda: self.inner.list_folders(prefix, after=after, limit=limit))
 
     def delete(self, key: str) -> None:
         self._call(lambda: self.inner.delete(key))

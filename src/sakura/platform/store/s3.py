@@ -8,7 +8,7 @@ Create-only writes send ``If-None-Match: *`` and compare-and-swap sends ``If-Mat
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlparse
 
@@ -112,6 +112,23 @@ class S3Store(ObjectStore):
         for page in pages:
             for obj in page.get("Contents", []):
                 yield ObjectInfo(obj["Key"][strip:], int(obj["Size"]), obj["ETag"])
+
+    def list_folders(self, prefix: str, *, after: str = "", limit: int = 1000) -> Sequence[str]:
+        full = f"{self.prefix}/{prefix}" if self.prefix else prefix
+        # Keys under after/ all sort before after + "0" ("0" follows "/"): start there.
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, "Delimiter": "/",
+                                  "MaxKeys": min(limit, 1000)}
+        if after:
+            kwargs["StartAfter"] = full + after + "0"
+        names: list[str] = []
+        with self._errors(prefix or "/"):
+            while len(names) < limit:
+                page = self._client.list_objects_v2(**kwargs)
+                names += [p["Prefix"][len(full):].rstrip("/") for p in page.get("CommonPrefixes", [])]
+                if not page.get("IsTruncated"):
+                    break
+                kwargs["ContinuationToken"] = page["NextContinuationToken"]
+        return names[:limit]
 
     def delete(self, key: str) -> None:
         with self._errors(key):
