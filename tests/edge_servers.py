@@ -35,7 +35,7 @@ class ApiServer:
                                                      timeout_keep_alive=keep_alive_s))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
-    def __enter__(self) -> "ApiServer":
+    def __enter__(self) -> ApiServer:
         self._thread.start()
         deadline = time.time() + 30
         while not self._server.started:
@@ -108,7 +108,9 @@ class FaultProxy(LoopbackServer):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 with proxy.lock:
-                    proxy.requests.append(Recorded(self.command, self.path, dict(self.headers.items()), body, self.client_address[1]))
+                    proxy.requests.append(
+                        Recorded(self.command, self.path, dict(self.headers.items()), body, self.client_address[1])
+                    )
                 proxy._handle(self, self._fault())
 
             def _fault(self) -> str | None:
@@ -171,7 +173,8 @@ class FaultProxy(LoopbackServer):
     def _upstream(self, h: http.server.BaseHTTPRequestHandler) -> tuple[int, list[tuple[str, str]], bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=30)
         try:
-            forward = {k: v for k, v in h.headers.items() if k.lower() in ("range", "if-range", "if-none-match", "x-api-key", "authorization")}
+            forwarded = ("range", "if-range", "if-none-match", "x-api-key", "authorization")
+            forward = {k: v for k, v in h.headers.items() if k.lower() in forwarded}
             conn.request(h.command, h.path, headers=forward)
             resp = conn.getresponse()
             return resp.status, resp.getheaders(), resp.read()

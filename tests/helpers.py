@@ -26,7 +26,9 @@ sys.meta_path.insert(0, Absent())
 
 
 def make_builder(model: str = "tiny-sd3", steps: int = 1) -> TemplateBuilder:
-    return TemplateBuilder(BuildSettings(model=model, levels=tuple(default_levels().values()), steps=steps, calibration=1))
+    return TemplateBuilder(
+        BuildSettings(model=model, levels=tuple(default_levels().values()), steps=steps, calibration=1)
+    )
 
 
 def publish(library: TemplateLibrary, builder: TemplateBuilder, store_uri: str, template_id: str, image: str) -> int:
@@ -41,7 +43,9 @@ def publish(library: TemplateLibrary, builder: TemplateBuilder, store_uri: str, 
     return version
 
 
-def make_library(uri: str, images: list[str], *, template_id: str = "tpl", model: str = "tiny-sd3", steps: int = 1) -> TemplateLibrary:
+def make_library(
+    uri: str, images: list[str], *, template_id: str = "tpl", model: str = "tiny-sd3", steps: int = 1
+) -> TemplateLibrary:
     """A library with one version of ``template_id`` per image."""
     library = TemplateLibrary(open_store(uri))
     builder = make_builder(model, steps)

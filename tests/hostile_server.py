@@ -15,8 +15,8 @@ import http.server
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from tests.edge_servers import LoopbackServer
 

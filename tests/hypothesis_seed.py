@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import secrets
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from hypothesis import note, seed
 

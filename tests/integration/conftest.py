@@ -7,7 +7,7 @@ import os
 import socket
 import time
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -3,7 +3,7 @@ library served by the real shard API (uvicorn, no Ray)."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -49,7 +49,11 @@ def test_console_script_is_installed():
 
 
 def test_a_template_id_typo_names_the_closest_published_ids(ref_library, capsys):
-    for argv in (["catalog", "show", "portrat"], ["alias", "set", "portrat", "stable", "1"], ["gc", "--keep", "1", "--template", "portrat"]):
+    for argv in (
+        ["catalog", "show", "portrat"],
+        ["alias", "set", "portrat", "stable", "1"],
+        ["gc", "--keep", "1", "--template", "portrat"],
+    ):
         assert main([*argv, "--store", ref_library]) == 1, argv
         assert capsys.readouterr().err.strip() == "sakura: error: unknown template 'portrat'; did you mean 'portrait'?"
 
@@ -100,7 +104,8 @@ def test_spec_check_reports_every_problem_at_once(tmp_path, capsys):
                    "colour: red\n")
     assert main(["spec", "check", str(bad), "--json"]) == 1
     problems = json.loads(capsys.readouterr().out)["problems"]
-    assert [(p["template"], p["field"]) for p in problems] == [("x", "task"), ("BAD!", "id"), ("x", "id"), ("", "colour")]
+    fields = [(p["template"], p["field"]) for p in problems]
+    assert fields == [("x", "task"), ("BAD!", "id"), ("x", "id"), ("", "colour")]
     assert not any(p["message"].startswith("Value error") for p in problems)
     assert main(["spec", "check", str(bad)]) == 1
     err = capsys.readouterr().err

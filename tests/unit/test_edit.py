@@ -15,7 +15,9 @@ TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "norway-hsdp
 
 def test_edit_writes_the_image_and_prints_the_timeline(api, tmp_path, capsys):
     out = tmp_path / "edited.png"
-    args = ["edit", "--server", api.url, "--template", "portrait", "--image", "skimage:coffee", "--out", str(out), "--json"]
+    args = [
+        "edit", "--server", api.url, "--template", "portrait", "--image", "skimage:coffee", "--out", str(out), "--json"
+    ]
     if TRACE.exists():
         args += ["--trace", str(TRACE), "--policy", "oracle", "--rtt-ms", "10"]
     assert main(args) == 0
@@ -26,7 +28,10 @@ def test_edit_writes_the_image_and_prints_the_timeline(api, tmp_path, capsys):
 
 
 def test_edit_reports_errors_without_a_traceback(api, tmp_path, capsys):
-    args = ["edit", "--server", api.url, "--template", "missing", "--image", "skimage:coffee", "--out", str(tmp_path / "x.png")]
+    args = [
+        "edit", "--server", api.url, "--template", "missing", "--image", "skimage:coffee",
+        "--out", str(tmp_path / "x.png"),
+    ]
     assert main(args) == 1
     assert "HTTP 404" in capsys.readouterr().err
     with pytest.raises(SystemExit):
@@ -36,7 +41,10 @@ def test_edit_reports_errors_without_a_traceback(api, tmp_path, capsys):
 
 @pytest.mark.parametrize("server", ["127.0.0.1:8000", "ftp://127.0.0.1/", "http://127.0.0.1:99999"])
 def test_a_malformed_server_url_is_a_one_line_error(server, tmp_path, capsys):
-    args = ["edit", "--server", server, "--template", "portrait", "--image", "skimage:coffee", "--out", str(tmp_path / "x.png")]
+    args = [
+        "edit", "--server", server, "--template", "portrait", "--image", "skimage:coffee",
+        "--out", str(tmp_path / "x.png"),
+    ]
     assert main(args) == 1
     err = capsys.readouterr().err
     assert err.startswith("sakura: error: server URL") and err.count("\n") == 1 and "Traceback" not in err

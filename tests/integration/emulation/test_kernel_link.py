@@ -8,7 +8,7 @@ import http.server
 import socketserver
 import threading
 import urllib.request
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest

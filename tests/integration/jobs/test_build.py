@@ -50,7 +50,9 @@ def run(spec: Path, store: str, cluster, *extra: str) -> int:
 
 
 @pytest.mark.parametrize("backend", ["file", "s3"])
-def test_build_publishes_skips_unchanged_and_versions_only_what_changed(backend, tmp_path, ray_cluster, request, capsys):
+def test_build_publishes_skips_unchanged_and_versions_only_what_changed(
+    backend, tmp_path, ray_cluster, request, capsys
+):
     store = f"file://{tmp_path}/lib" if backend == "file" else request.getfixturevalue("s3_uri")
     spec = write_spec(tmp_path, {"tpl-a": "skimage:brick", "tpl-b": "skimage:coffee", "tpl-c": "skimage:lfw_subset/85"})
     assert run(spec, store, ray_cluster) == 0
@@ -83,7 +85,8 @@ def test_pyarrow_reads_the_s3_library_without_sakura(tmp_path, ray_cluster, s3_s
     bucket = s3_uri.split("/")[2]
     import json
 
-    manifest = json.loads(client.get_object(Bucket=bucket, Key="lib/templates/tpl-a/versions/1/manifest.json")["Body"].read())
+    manifest_key = "lib/templates/tpl-a/versions/1/manifest.json"
+    manifest = json.loads(client.get_object(Bucket=bucket, Key=manifest_key)["Body"].read())
     for level in manifest["levels"]:
         data = client.get_object(Bucket=bucket, Key=f"lib/{level['key']}")["Body"].read()
         parquet = pq.ParquetFile(io.BytesIO(data))
@@ -94,7 +97,8 @@ def test_pyarrow_reads_the_s3_library_without_sakura(tmp_path, ray_cluster, s3_s
             assert group.num_rows == 1
             assert group.column(0).data_page_offset == loc["row_group_offset"]
             last = group.column(group.num_columns - 1)
-            assert last.data_page_offset + last.total_compressed_size == loc["row_group_offset"] + loc["row_group_length"]
+            group_end = loc["row_group_offset"] + loc["row_group_length"]
+            assert last.data_page_offset + last.total_compressed_size == group_end
             row = parquet.read_row_group(loc["row_group"]).to_pylist()[0]
             assert row["index"] == shard["index"] and row["layer"] == shard["layer"]
             assert row["payload"] == data[loc["offset"] : loc["offset"] + loc["length"]]
@@ -132,8 +136,10 @@ def test_concurrent_builds_never_share_a_version_or_corrupt_the_alias(tmp_path, 
 
     spec = write_spec(tmp_path, {"tpl-a": "skimage:brick"})
     store = f"file://{tmp_path}/lib"
-    cmd = [sys.executable, "-m", "sakura.jobs.build", "--spec", str(spec), "--model", "tiny-flux", "--store", store, "--create",
-           "--ray-address", ray_cluster.address, "--calibration", "1"]
+    cmd = [
+        sys.executable, "-m", "sakura.jobs.build", "--spec", str(spec), "--model", "tiny-flux", "--store", store,
+        "--create", "--ray-address", ray_cluster.address, "--calibration", "1",
+    ]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     for p in procs:
         p.wait(timeout=300)

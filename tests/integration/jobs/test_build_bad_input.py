@@ -9,7 +9,7 @@ import pytest
 
 from sakura.jobs import build as build_job
 from tests.integration.jobs.test_build import write_spec
-from tests.unit.platform.test_images import decodes, write_huge_png  # noqa: F401 (decodes is a fixture)
+from tests.unit.platform.test_images import write_huge_png
 
 
 @pytest.fixture
@@ -27,7 +27,9 @@ def _build(spec: Path, store: str) -> int:
 
 
 def _written(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.suffix not in (".png", ".yaml"))
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.suffix not in (".png", ".yaml")
+    )
 
 
 @pytest.mark.parametrize("store", ["file://", "file://localhost"])  # file:/// too: unit-tested, never built into

@@ -37,8 +37,10 @@ def _builder_pids() -> list[int]:
 def test_sigkill_at_random_points_never_exposes_a_partial_version(tmp_path, ray_cluster):
     spec = write_spec(tmp_path, {"tpl-a": "skimage:brick", "tpl-b": "skimage:coffee", "tpl-c": "skimage:chelsea"})
     store = f"file://{tmp_path}/lib"
-    cmd = [sys.executable, "-m", "sakura.jobs.build", "--spec", str(spec), "--model", "tiny-flux", "--store", store, "--create",
-           "--ray-address", ray_cluster.address, "--calibration", "1"]
+    cmd = [
+        sys.executable, "-m", "sakura.jobs.build", "--spec", str(spec), "--model", "tiny-flux", "--store", store,
+        "--create", "--ray-address", ray_cluster.address, "--calibration", "1",
+    ]
     rng = random.Random(20261129)
     outcomes = []
     for trial in range(TRIALS):

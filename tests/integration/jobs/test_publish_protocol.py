@@ -38,7 +38,8 @@ def _spec_and_settings(uri: str):
 
 
 def _write_level(library: TemplateLibrary, job: BuildJob) -> None:
-    library.store.put_if_absent(layout.level_key(job.entry.id, job.version, "compact"), level_bytes(job.entry.id, job.version))
+    key = layout.level_key(job.entry.id, job.version, "compact")
+    library.store.put_if_absent(key, level_bytes(job.entry.id, job.version))
 
 
 def test_a_rerun_completes_a_publish_cut_short_after_the_manifest(uri):

@@ -38,10 +38,15 @@ def library(klein, tmp_path_factory, ray_cluster) -> str:
 
     root = tmp_path_factory.mktemp("klein-lib")
     skio.imsave(root / "brick.png", load_image("skimage:brick"), check_contrast=False)
-    (root / "spec.yaml").write_text(f"templates:\n  - id: brick\n    task: custom\n    image: brick.png\n    prompt: {PROMPT}\n")
+    (root / "spec.yaml").write_text(
+        f"templates:\n  - id: brick\n    task: custom\n    image: brick.png\n    prompt: {PROMPT}\n"
+    )
     store = f"file://{root}/lib"
-    assert sakura(["build", "--spec", str(root / "spec.yaml"), "--model", str(klein), "--store", store, "--create",
-                   "--ray-address", ray_cluster.address, "--calibration", "1", "--steps", "3", "--strength", "0.8"]) == 0
+    argv = [
+        "build", "--spec", str(root / "spec.yaml"), "--model", str(klein), "--store", store, "--create",
+        "--ray-address", ray_cluster.address, "--calibration", "1", "--steps", "3", "--strength", "0.8",
+    ]
+    assert sakura(argv) == 0
     return store
 
 

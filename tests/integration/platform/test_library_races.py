@@ -64,7 +64,7 @@ def test_gc_never_deletes_a_version_an_alias_is_being_pinned_to(uri):
             collector.gc("tpl", keep=1, grace_s=0)
             gc_s = time.monotonic() - start
 
-        def pin():
+        def pin(offset=offset, older=older):
             time.sleep(offset)
             try:
                 pinner.set_alias("tpl", "stable", older)

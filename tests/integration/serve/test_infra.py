@@ -13,7 +13,10 @@ INFRA = Path(__file__).resolve().parents[3] / "infra"
 def _check_serve_config(config: dict) -> None:
     from ray.serve.schema import ServeDeploySchema
 
-    schema = ServeDeploySchema.model_validate(config) if hasattr(ServeDeploySchema, "model_validate") else ServeDeploySchema.parse_obj(config)
+    if hasattr(ServeDeploySchema, "model_validate"):
+        schema = ServeDeploySchema.model_validate(config)
+    else:
+        schema = ServeDeploySchema.parse_obj(config)
     for app in schema.applications:
         module, attr = app.import_path.split(":")
         builder = getattr(importlib.import_module(module), attr)
@@ -51,8 +54,11 @@ def test_rayjob_runs_the_build_module_on_a_mounted_spec_with_gpu_images():
         container = pod["containers"][0]
         mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
         volumes = {v["name"]: v for v in pod["volumes"]}
-        assert any(str(args.spec.parent) == path and volumes[name]["configMap"]["name"] == config_map["metadata"]["name"]
-                   for name, path in mounts.items()), "every node reads the spec (build actors load its images)"
+        spec_map = config_map["metadata"]["name"]
+        assert any(
+            str(args.spec.parent) == path and volumes[name]["configMap"]["name"] == spec_map
+            for name, path in mounts.items()
+        ), "every node reads the spec (build actors load its images)"
         gpus = container["resources"]["limits"].get("nvidia.com/gpu")
         assert container["image"].endswith("-gpu") == bool(gpus), container["image"]
 

@@ -21,7 +21,9 @@ RTT_S = 0.03
 PHOTO, TEMPLATE = "skimage:coffee", "portrait"
 
 
-def edit_over_step_down(url: str, model: ModelAdapter, policy: str, device: PacedDevice, trace_path: Path = TRACE) -> EditResult:
+def edit_over_step_down(
+    url: str, model: ModelAdapter, policy: str, device: PacedDevice, trace_path: Path = TRACE
+) -> EditResult:
     """One edit at ``fixed-full`` from ``WARM_AT`` (the client learns link and device), then the
     edit under test with ``policy`` from ``STEP_AT``, on an in-process ``TraceLink``."""
     trace = load_trace(trace_path)
@@ -30,7 +32,8 @@ def edit_over_step_down(url: str, model: ModelAdapter, policy: str, device: Pace
         session.edit(load_image(PHOTO), TEMPLATE, 1, "fixed-full")
         link.offset_s = STEP_AT
         link.start()
-        chosen = make_policy(policy, **({"trace": trace, "trace_time": lambda t: STEP_AT + t} if policy == "oracle" else {}))
+        oracle_args = {"trace": trace, "trace_time": lambda t: STEP_AT + t} if policy == "oracle" else {}
+        chosen = make_policy(policy, **oracle_args)
         return session.edit(load_image(PHOTO), TEMPLATE, 1, chosen)
 
 

@@ -61,7 +61,8 @@ def test_a_template_is_evicted_only_as_far_as_room_is_needed_its_last_shards_fir
         assert cache.write("old", 1, index, "full", b"o" * 300, rank=RANK)
     time.sleep(0.01)
     cache.touch("new")
-    assert cache.write("new", 1, 0, "full", b"n" * 500, rank=RANK)  # 467 bytes too many (the manifest is 67): two shards go
+    # 467 bytes too many (the manifest is 67): two shards go
+    assert cache.write("new", 1, 0, "full", b"n" * 500, rank=RANK)
     assert [cache.levels("old", 1, i) for i in range(3)] == [["full"], [], []]
     assert cache.read_manifest("old", 1) == b"{}"
 

@@ -36,4 +36,5 @@ def test_an_edge_error_and_a_non_sakura_error_pass_through_unchanged():
 
     with pytest.raises(KeyError):
         broken()
-    assert not isinstance(as_edge_error(SakuraError("x")), type(None)) and as_edge_error(SakuraError("x")).code == "sakura_error"
+    assert not isinstance(as_edge_error(SakuraError("x")), type(None))
+    assert as_edge_error(SakuraError("x")).code == "sakura_error"

@@ -207,7 +207,9 @@ def attack(hostile, scenario, model, tmp_path, *, policy="fixed-compact", **kwar
     kwargs.setdefault("models", lambda _: model)
     start = time.monotonic()
     try:
-        with EdgeSession(hostile.url_for(scenario), cache_dir=cache, timeout_s=TIMEOUT_S, retry=FAST_RETRY, **kwargs) as session:
+        with EdgeSession(
+            hostile.url_for(scenario), cache_dir=cache, timeout_s=TIMEOUT_S, retry=FAST_RETRY, **kwargs
+        ) as session:
             outcome = session.edit(load_image(PHOTO), "portrait", policy=policy)
     except SakuraError as exc:
         outcome = exc
@@ -236,7 +238,9 @@ def test_a_level_name_that_climbs_out_of_the_cache_is_refused(hostile, reference
     ("reordered", ManifestError),
     ("nested-manifest", ManifestError),
 ])
-def test_numbers_the_model_cannot_take_are_refused_before_any_shard(hostile, reference_model, tmp_path, scenario, error):
+def test_numbers_the_model_cannot_take_are_refused_before_any_shard(
+    hostile, reference_model, tmp_path, scenario, error
+):
     outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
     assert isinstance(outcome, error) and isinstance(outcome, EdgeError), outcome
     assert {r.path for r in hostile.requests(scenario)} == {"/v1/templates/portrait/versions/latest/preamble"}
@@ -254,7 +258,9 @@ def test_a_model_name_from_the_network_never_becomes_a_path(hostile, reference_m
     ("endless-shard", TransportError, "exceeds the expected"),
     ("huge-manifest", ServerError, "exceeds"),
 ])
-def test_an_endless_body_is_read_no_further_than_the_client_allows(hostile, reference_model, tmp_path, scenario, error, match):
+def test_an_endless_body_is_read_no_further_than_the_client_allows(
+    hostile, reference_model, tmp_path, scenario, error, match
+):
     outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
     assert isinstance(outcome, error) and match in str(outcome), outcome
     assert elapsed < 4 * TIMEOUT_S + 2
@@ -293,7 +299,9 @@ def test_redirect_policy_the_app_controls(hostile, reference_model, tmp_path):
     only_here = UrlPolicy(redirect_hosts=frozenset({"127.0.0.1"}))
     outcome, _ = attack(hostile, "redirect-elsewhere", reference_model, tmp_path, urls=only_here)
     assert isinstance(outcome, RedirectError) and "localhost" in str(outcome)
-    outcome, _ = attack(hostile, "redirect-honest", reference_model, tmp_path / "b", urls=only_here, policy="fixed-full")
+    outcome, _ = attack(
+        hostile, "redirect-honest", reference_model, tmp_path / "b", urls=only_here, policy="fixed-full"
+    )
     np.testing.assert_array_equal(outcome.image, exact_output(reference_model, "portrait", PHOTO))
     with pytest.raises(ConfigError):
         EdgeSession(hostile.url_for("genuine"), urls=UrlPolicy(https_only=True))
@@ -319,7 +327,9 @@ from sakura.platform.models import load_model
 model, image, out = load_model("reference"), load_image("skimage:coffee"), {}
 for url in sys.argv[1:]:
     try:
-        with EdgeSession(url, models=lambda _: model, timeout_s=0.5, retry=RetryPolicy(attempts=2, backoff_s=0.01)) as s:
+        with EdgeSession(
+            url, models=lambda _: model, timeout_s=0.5, retry=RetryPolicy(attempts=2, backoff_s=0.01)
+        ) as s:
             s.edit(image, "portrait", policy="fixed-full")
         out[url] = "ok"
     except SakuraError as exc:

@@ -71,7 +71,8 @@ def test_the_split_is_the_best_of_every_prefix():
     split = best_split(c, constant_rate(rate))
     for other in range(N + 1):
         plans = [[COMPUTE] * other + [lv] * (N - other) for lv in LEVELS]
-        assert finish(c, [COMPUTE] * split + ["compact"] * (N - split), rate) <= min(finish(c, p, rate) for p in plans) + 1e-9
+        best = min(finish(c, p, rate) for p in plans)
+        assert finish(c, [COMPUTE] * split + ["compact"] * (N - split), rate) <= best + 1e-9
 
 
 def test_no_source_or_a_fetched_block_below_means_fetch_only():

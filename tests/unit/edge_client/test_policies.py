@@ -20,10 +20,21 @@ LEVELS = ("compact", "medium", "full")
 SIZES = {"compact": 20_000, "medium": 40_000, "full": 240_000}
 
 
-def ctx(rate: float | None, *, index: int = 0, n: int = 6, layer_s: float = 0.1, cached: dict[int, set[str]] | None = None,
-        now: float = 0.0, ready_at: float | None = None, error: float = 0.0) -> PlanContext:
+def ctx(
+    rate: float | None,
+    *,
+    index: int = 0,
+    n: int = 6,
+    layer_s: float = 0.1,
+    cached: dict[int, set[str]] | None = None,
+    now: float = 0.0,
+    ready_at: float | None = None,
+    error: float = 0.0,
+) -> PlanContext:
     cached = cached or {}
-    shards = tuple(ShardOption({lv: 0 if lv in cached.get(i, set()) else size for lv, size in SIZES.items()}) for i in range(n))
+    shards = tuple(
+        ShardOption({lv: 0 if lv in cached.get(i, set()) else size for lv, size in SIZES.items()}) for i in range(n)
+    )
     return PlanContext(now=now, index=index, levels=LEVELS, shards=shards, utility=level_utility(SIZES),
                        estimate=None if rate is None else Estimate(rate, error), rtt_s=0.01,
                        compute=(layer_s,) * n, decode_s={lv: 0.001 for lv in LEVELS},
@@ -110,7 +121,13 @@ def _score(c: PlanContext, plan, transfer) -> float:
     return simulate(c, plan, transfer).score(1000.0)
 
 
-@pytest.mark.parametrize("trace_file, offset", [("norway-hsdpa/norway_bus_18", 30.0), ("lumos-4g/4g_trace_driving_50174_dr", 53.8)])
+@pytest.mark.parametrize(
+    "trace_file, offset",
+    [
+        ("norway-hsdpa/norway_bus_18", 30.0),
+        ("lumos-4g/4g_trace_driving_50174_dr", 53.8),
+    ],
+)
 def test_oracle_finds_the_best_plan_on_a_real_trace(trace_file, offset):
     path = TRACES / trace_file
     if not path.exists():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from sakura.platform import layout
 from sakura.platform.library import TemplateLibrary

@@ -53,7 +53,9 @@ def test_numbers_from_urls_are_canonical_ascii_decimal(text, number):
     assert parse_number(text) == number
 
 
-@pytest.mark.parametrize("text", ["", "01", "+1", "-1", " 1", "1 ", "1\n", "\u00b2", "\u0661", "\uff11", "1_0", "12345678901"])
+@pytest.mark.parametrize(
+    "text", ["", "01", "+1", "-1", " 1", "1 ", "1\n", "\u00b2", "\u0661", "\uff11", "1_0", "12345678901"]
+)
 def test_anything_else_is_not_a_number(text):
     from sakura.platform.layout import parse_number
 

@@ -73,7 +73,8 @@ def test_a_later_minor_version_with_unknown_fields_is_read_and_they_are_ignored(
     doc["levels"][0]["tier"] = "hot"
     doc["model"]["npu"] = {"w8a16": True}
     read = PhoneManifest.from_wire(json.dumps(doc).encode())
-    assert read.schema_version == "1.7" and read.shard(0).levels["full"].sha256 == stored_manifest().shard(0).levels["full"].sha256
+    assert read.schema_version == "1.7"
+    assert read.shard(0).levels["full"].sha256 == stored_manifest().shard(0).levels["full"].sha256
     assert "signature" not in read.to_json().decode()
 
 

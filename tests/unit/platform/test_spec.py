@@ -7,7 +7,7 @@ import pytest
 from sakura.examples import TEMPLATES as EXAMPLES
 from sakura.platform.errors import SpecError
 from sakura.platform.spec import Task, load_spec
-from tests.unit.platform.test_images import decodes, write_huge_png  # noqa: F401 (decodes is a fixture)
+from tests.unit.platform.test_images import write_huge_png
 
 
 def test_example_spec_has_one_template_per_task():
@@ -33,7 +33,11 @@ GOOD = "  - id: ok\n    task: try_on\n    image: skimage:brick\n    prompt: p\n"
         ("  - id: t3\n    task: try_on\n    image: skimage:nonexistent\n    prompt: p\n", "t3", "image"),
         ("  - id: t4\n    task: try_on\n    image: skimage:brick\n", "t4", "prompt"),
         ("  - id: t5\n    task: try_on\n    image: skimage:brick\n    prompt: p\n    colour: red\n", "t5", "colour"),
-        ("  - id: t6\n    task: try_on\n    image: skimage:brick\n    prompt: p\n    resolution: -3\n", "t6", "resolution"),
+        (
+            "  - id: t6\n    task: try_on\n    image: skimage:brick\n    prompt: p\n    resolution: -3\n",
+            "t6",
+            "resolution",
+        ),
         ("  - task: try_on\n    image: skimage:brick\n    prompt: p\n", "#2", "id"),
         (GOOD, "ok", "id"),  # duplicate of the first entry
     ],
@@ -46,7 +50,17 @@ def test_invalid_entries_name_file_template_and_field(tmp_path, entry, template,
     assert str(path) in message and f"template {template!r}" in message and f"field '{field}'" in message
 
 
-@pytest.mark.parametrize("body", ["base_dir: /etc\ntemplates:\n" + GOOD, "templates: 3\n", "- a\n", "templates: []\n", "templates: [\n", "other: 1\ntemplates:\n" + GOOD])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "base_dir: /etc\ntemplates:\n" + GOOD,
+        "templates: 3\n",
+        "- a\n",
+        "templates: []\n",
+        "templates: [\n",
+        "other: 1\ntemplates:\n" + GOOD,
+    ],
+)
 def test_malformed_files_are_spec_errors(tmp_path, body):
     path = _write(tmp_path, body)
     with pytest.raises(SpecError, match=str(path)):
@@ -63,7 +77,9 @@ def test_relative_image_paths_resolve_against_the_spec_folder(tmp_path):
 
     (tmp_path / "imgs").mkdir()
     io.imsave(tmp_path / "imgs" / "brick.png", data.brick(), check_contrast=False)
-    spec = load_spec(_write(tmp_path, "templates:\n  - id: local\n    task: custom\n    image: imgs/brick.png\n    prompt: p\n"))
+    spec = load_spec(
+        _write(tmp_path, "templates:\n  - id: local\n    task: custom\n    image: imgs/brick.png\n    prompt: p\n")
+    )
     assert spec.templates[0].image == "imgs/brick.png" and spec.base_dir == tmp_path
 
 
@@ -107,7 +123,9 @@ def test_images_are_checked_from_their_headers(tmp_path, decodes):
     write_huge_png(tmp_path / "huge.png")
     (tmp_path / "notes.png").write_text("not an image\n")
     for name, words in (("huge.png", "12000x12000"), ("notes.png", "not an image")):
-        path = _write(tmp_path, f"templates:\n{GOOD}  - id: tpl-x\n    task: custom\n    image: {name}\n    prompt: p\n")
+        path = _write(
+            tmp_path, f"templates:\n{GOOD}  - id: tpl-x\n    task: custom\n    image: {name}\n    prompt: p\n"
+        )
         with pytest.raises(SpecError) as info:
             load_spec(path)
         message = str(info.value)

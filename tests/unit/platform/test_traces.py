@@ -18,7 +18,13 @@ needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/traces 
 def test_every_family_loads_with_the_published_statistics():
     families = load_traces(TRACES)
     assert set(families) == {"norway-hsdpa", "fcc-broadband", "mahimahi-cellular", "lumos-4g", "lumos-5g"}
-    published = {"norway-hsdpa": 1.32, "fcc-broadband": 1.25, "mahimahi-cellular": 4.20, "lumos-4g": 37.01, "lumos-5g": 473}
+    published = {
+        "norway-hsdpa": 1.32,
+        "fcc-broadband": 1.25,
+        "mahimahi-cellular": 4.20,
+        "lumos-4g": 37.01,
+        "lumos-5g": 473,
+    }
     for family, traces in families.items():
         pooled = sum(t.period_bytes for t in traces) * 8 / 1e6 / sum(t.duration for t in traces)
         assert pooled == pytest.approx(published[family], rel=0.02), family

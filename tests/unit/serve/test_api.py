@@ -34,7 +34,8 @@ def shard_url(version="1", shard="0", level="medium"):
 
 def test_health_catalogue_versions_and_metrics(client):
     assert client.get("/healthz").json() == {"status": "ok"}
-    assert client.get("/v1/templates").json() == {"templates": [{"id": "tpl", "aliases": {"latest": 2}}]}
+    catalogue = client.get("/v1/templates").json()
+    assert catalogue == {"templates": [{"id": "tpl", "aliases": {"latest": 2}}], "next_cursor": None}
     assert client.get("/v1/templates/tpl/versions").json()["versions"] == [1, 2]
     client.get(shard_url())
     client.get(shard_url())
@@ -60,7 +61,8 @@ def test_manifest_numeric_is_immutable_and_alias_is_not(client):
     assert numeric.status_code == 200 and numeric.json()["version"] == 1
     assert "immutable" in numeric.headers["cache-control"]
     assert numeric.headers["etag"] == f'"{hashlib.sha256(numeric.content).hexdigest()}"'
-    assert client.get("/v1/templates/tpl/versions/1/manifest", headers={"If-None-Match": numeric.headers["etag"]}).status_code == 304
+    cached = client.get("/v1/templates/tpl/versions/1/manifest", headers={"If-None-Match": numeric.headers["etag"]})
+    assert cached.status_code == 304
     alias = client.get("/v1/templates/tpl/versions/latest/manifest")
     assert alias.json()["version"] == 2 and alias.headers["cache-control"] == "no-cache"
     assert alias.headers["x-sakura-version"] == "2"

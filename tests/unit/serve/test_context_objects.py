@@ -44,7 +44,8 @@ def _served_verified(client: TestClient, path: str, entry: dict, expected: np.nd
     """The object at ``path``: its manifest sha256 as a strong ETag, immutable, decoding to
     ``expected``, and 304 when the client has it."""
     r = client.get(path)
-    assert r.status_code == 200 and r.headers["etag"] == f'"{entry["sha256"]}"' and "immutable" in r.headers["cache-control"]
+    assert r.status_code == 200 and r.headers["etag"] == f'"{entry["sha256"]}"'
+    assert "immutable" in r.headers["cache-control"]
     np.testing.assert_array_equal(decode_context(r.content, tuple(entry["shape"]), entry["dtype"]), expected)
     assert client.get(path, headers={"If-None-Match": r.headers["etag"]}).status_code == 304
     return r
@@ -54,7 +55,8 @@ def test_a_context_object_is_served_verified_immutable_and_ranged(library):
     client = TestClient(create_api(ServeConfig(store=f"file://{library}", alias_ttl_s=0)))
     entry = client.get(http_api.manifest_path("tpl", 2)).json()["context"][0]
     r = _served_verified(client, http_api.context_path("tpl", 2, "prompt_embeds"), entry, EMBEDS)
-    assert client.get(http_api.context_path("tpl", 2, "prompt_embeds"), headers={"Range": "bytes=0-9"}).content == r.content[:10]
+    ranged = client.get(http_api.context_path("tpl", 2, "prompt_embeds"), headers={"Range": "bytes=0-9"})
+    assert ranged.content == r.content[:10]
     missing = client.get(http_api.context_path("tpl", 2, "pooled"))
     assert missing.status_code == 404 and missing.json()["code"] == "unknown_context"
     assert client.get(http_api.context_path("tpl", 1, "prompt_embeds")).status_code == 404

@@ -17,7 +17,8 @@ LEAKS = ("file:", "s3:", "templates/", ".parquet", "manifest.json", "/tmp", "pyt
 
 
 def make_client(root, **config) -> TestClient:
-    return TestClient(create_api(ServeConfig(**{"store": f"file://{root}", "alias_ttl_s": 0, "retry_after_s": 7, **config})))
+    settings = {"store": f"file://{root}", "alias_ttl_s": 0, "retry_after_s": 7, **config}
+    return TestClient(create_api(ServeConfig(**settings)))
 
 
 def shard_url(version="1", shard="0", level="compact"):
@@ -72,7 +73,7 @@ def test_a_store_root_moved_away_is_an_outage_and_is_never_created(library_dir):
 
 
 def test_an_empty_existing_store_is_an_empty_catalogue(tmp_path):
-    assert make_client(tmp_path).get("/v1/templates").json() == {"templates": []}
+    assert make_client(tmp_path).get("/v1/templates").json() == {"templates": [], "next_cursor": None}
     assert make_client(tmp_path).get("/v1/templates/tpl/versions").status_code == 404
 
 

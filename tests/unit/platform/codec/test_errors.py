@@ -30,7 +30,10 @@ def header_fields(payload: bytes) -> list:
 
 
 def with_header(payload: bytes, **changes) -> bytes:
-    names = ["magic", "version", "dtype", "kind", "flags", "n_classes", "name_len", "reserved", "heads", "tokens", "head_dim", "kappa"]
+    names = [
+        "magic", "version", "dtype", "kind", "flags", "n_classes", "name_len", "reserved",
+        "heads", "tokens", "head_dim", "kappa",
+    ]
     fields = dict(zip(names, header_fields(payload)))
     fields.update(changes)
     return resign(HEADER.pack(*fields.values()) + payload[HEADER.size :])

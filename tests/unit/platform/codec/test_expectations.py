@@ -42,8 +42,14 @@ def test_a_payload_within_every_expectation_decodes():
 
 @per_run_seed
 @settings(max_examples=40, deadline=None)
-@given(heads=st.integers(1, 4), tokens=st.integers(1, 40), dim=st.sampled_from([1, 3, 8, 16]),
-       dtype=st.sampled_from([np.float16, np.float32]), seed=st.integers(0, 2**16), level=st.sampled_from(sorted(LEVELS)))
+@given(
+    heads=st.integers(1, 4),
+    tokens=st.integers(1, 40),
+    dim=st.sampled_from([1, 3, 8, 16]),
+    dtype=st.sampled_from([np.float16, np.float32]),
+    seed=st.integers(0, 2**16),
+    level=st.sampled_from(sorted(LEVELS)),
+)
 def test_no_payload_is_larger_than_the_bound_for_its_shape(heads, tokens, dim, dtype, seed, level):
     name_the_seed()
     rng = np.random.default_rng(seed)

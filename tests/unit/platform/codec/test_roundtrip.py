@@ -63,7 +63,8 @@ def test_constant_values_survive():
 
 
 def test_a_new_level_is_data_not_code(pair):
-    (ultra,) = parse_levels([{"name": "ultra", "classes": [{"fraction": 0.05, "bits": 3}, {"fraction": 0.95, "bits": 1.5}]}]).values()
+    classes = [{"fraction": 0.05, "bits": 3}, {"fraction": 0.95, "bits": 1.5}]
+    (ultra,) = parse_levels([{"name": "ultra", "classes": classes}]).values()
     payload = encode_shard(pair, ultra)
     assert len(payload) < len(encode_shard(pair, LEVELS["compact"]))
     assert decode_shard(payload).k.shape == pair.k.shape

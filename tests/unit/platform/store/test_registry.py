@@ -37,7 +37,10 @@ def test_local_uris_that_name_a_directory_still_open(uri, expected, tmp_path, mo
 
 @pytest.mark.parametrize("uri, says", [
     ("s3:/bucket/lib", "two slashes"),
-    ("s3://bucket/lib?endpoint_url=http://127.0.0.1:9", "unknown query key 'endpoint_url'; an s3:// URI takes ?endpoint="),
+    (
+        "s3://bucket/lib?endpoint_url=http://127.0.0.1:9",
+        "unknown query key 'endpoint_url'; an s3:// URI takes ?endpoint=",
+    ),
     ("file://./lib?endpoint=x", "takes no query"),
 ])
 def test_store_uri_mistakes_name_the_mistake_and_the_fix(uri, says, tmp_path, monkeypatch):
