@@ -5,6 +5,7 @@ importing it loads none of the cloud side's heavy packages."""
 from __future__ import annotations
 
 import ast
+import json
 import pkgutil
 import subprocess
 import sys
@@ -89,3 +90,173 @@ def test_the_phone_library_has_a_small_public_face():
     public = {m.name for m in pkgutil.iter_modules(edge.__path__) if not m.name.startswith("_")}
     assert public == {"device", "errors", "estimator", "link", "planning", "policy", "timeline"}, public
 
+
+
+
+# -- The edge extra: the phone path imports only what `pip install sakura-kv[edge]` brings ----------
+
+#: Run in a subprocess with every installed distribution outside the edge extra's closure made
+#: not found, as on a phone that never installed it (importlib.util.find_spec answers None, an
+#: import raises ModuleNotFoundError), so libraries that import an optional package only when it
+#: is present (diffusers: scipy, transformers) behave as they would there. It imports the phone's
+#: packages, runs ``sakura edit`` for real, loads the phone's model adapters, and reports every
+#: top-level module it loaded.
+_EDGE_ONLY = """
+import importlib, json, pkgutil, sys
+args = json.loads(sys.argv[1])
+hidden = frozenset(args["hidden"])
+
+
+class NotInstalled:
+    def __init__(self, finder):
+        self.finder = finder
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in hidden:
+            return None
+        return self.finder.find_spec(name, path, target)
+
+    def __getattr__(self, attr):
+        return getattr(self.finder, attr)
+
+
+at_start = set(sys.modules)
+sys.meta_path[:] = [NotInstalled(finder) for finder in sys.meta_path]
+import sakura
+for package in ("sakura.edge_client", "sakura.platform", "sakura.emulation"):
+    for mod in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+        importlib.import_module(mod.name)
+import sakura.edit
+from sakura.cli import main
+from sakura.platform.errors import ImageError
+from sakura.platform.images import load_image
+from sakura.platform.models import load_model, load_named_model
+
+code = main(args["edit"])
+adapters = [type(load_named_model(name)).__name__ for name in args["named"]]
+adapters += [type(load_model(folder, phone=True)).__name__ for folder in args["folders"]]
+try:
+    load_image("skimage:astronaut")
+    sample = None
+except ImageError as exc:
+    sample = str(exc)
+modules = {name: getattr(mod, "__file__", None) for name, mod in list(sys.modules.items())
+           if "." not in name and name not in at_start}
+print(json.dumps({"edit": code, "adapters": adapters, "sample": sample, "modules": modules}))
+"""
+
+
+def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(name)
+
+
+def edge_closure() -> set[str]:
+    """sakura-kv and every distribution ``pip install sakura-kv[edge]`` brings, transitively, read
+    from the installed metadata (markers evaluated here, extras followed); canonical names."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    done: dict[str, set[str]] = {}
+    todo = [("sakura-kv", {"edge"})]
+    while todo:
+        name, extras = todo.pop()
+        key = _canonical(name)
+        if key in done and extras <= done[key]:
+            continue
+        done.setdefault(key, set()).update(extras)
+        try:
+            requirements = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:  # its marker keeps it off this platform
+            continue
+        for line in requirements:
+            req = Requirement(line)
+            if req.marker is None or any(req.marker.evaluate({"extra": extra}) for extra in extras | {""}):
+                todo.append((req.name, set(req.extras)))
+    return set(done)
+
+
+def _not_in(closure: set[str]) -> set[str]:
+    """Top-level import names that only distributions outside ``closure`` install."""
+    from importlib import metadata
+
+    return {name for name, dists in metadata.packages_distributions().items()
+            if name not in sys.stdlib_module_names and not {_canonical(d) for d in dists} & closure}
+
+
+def _outside(modules: dict[str, str | None], closure: set[str]) -> dict[str, str]:
+    """Of the top-level ``modules`` (name: file), those neither the standard library's nor from a
+    distribution in ``closure``, with their owners; a module with no file (made at run time) is no one's."""
+    import sysconfig
+    from importlib import metadata
+
+    owners = metadata.packages_distributions()
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    outside = {}
+    for name, file in modules.items():
+        dists = {_canonical(d) for d in owners.get(name, ())}
+        if name in sys.stdlib_module_names or name in sys.builtin_module_names or dists & closure:
+            continue
+        if dists:
+            outside[name] = ", ".join(sorted(dists))
+        elif file is not None:
+            path = Path(file).resolve()
+            if not path.is_relative_to(stdlib) or "site-packages" in path.parts:
+                outside[name] = f"no distribution owns {file}"
+    return outside
+
+
+def _run_edge_only(hidden: set[str], edit: list[str], named: list[str], folders: list[str]) -> dict:
+    args = {"hidden": sorted(hidden), "edit": edit, "named": named, "folders": folders}
+    proc = subprocess.run([sys.executable, "-c", _EDGE_ONLY, json.dumps(args)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["edit"] == 0, proc.stderr[-3000:]
+    return report
+
+
+@pytest.fixture(scope="module")
+def phone_pipelines(tmp_path_factory) -> list[str]:
+    from sakura.platform.models.pipelines.tiny import export
+
+    root = tmp_path_factory.mktemp("phone-pipelines")
+    return [str(export(name, root / name)) for name in ("tiny-klein", "tiny-kontext", "tiny-sd3-pipeline")]
+
+
+def test_the_edge_closure_follows_the_installed_metadata():
+    closure = edge_closure()
+    assert {"sakura-kv", "torch", "diffusers", "pillow", "zstandard", "numpy", "pydantic"} <= closure
+    assert not closure & {"scikit-image", "imageio", "scipy", "transformers", "ray", "boto3", "pyarrow"}, closure
+
+
+def test_the_installed_metadata_is_this_checkouts_pyproject():
+    """A stale editable install would check the phone against an old edge extra."""
+    import tomllib
+    from importlib import metadata
+
+    pyproject = SRC.parents[1] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]["edge"]
+    installed = [r.split(";")[0].strip() for r in metadata.requires("sakura-kv") or () if 'extra == "edge"' in r]
+    assert sorted(installed) == sorted(declared), "pip install -e . again: the metadata predates pyproject.toml"
+
+
+def test_the_phone_path_imports_only_the_edge_extra(api, phone_pipelines, tmp_path):
+    from sakura.platform.images import load_image, save_image
+
+    photo, out = tmp_path / "photo.png", tmp_path / "edited.png"
+    save_image(load_image("skimage:coffee").transpose(1, 0, 2), photo)  # not square: cropped and resized
+    edit = ["edit", "--server", api.url, "--template", "portrait", "--image", str(photo), "--out", str(out),
+            "--cache-dir", str(tmp_path / "cache")]
+    closure = edge_closure()
+    hidden = _not_in(closure)
+    assert {"skimage", "imageio", "scipy", "transformers"} <= hidden  # what a dev install has beyond the extra
+    report = _run_edge_only(hidden, edit, ["tiny-sd3", "tiny-flux"], phone_pipelines)
+    assert load_image(str(out)).shape == (32, 32, 3)
+    assert len(report["adapters"]) == 2 + len(phone_pipelines)
+    assert {"sakura", "torch", "diffusers", "PIL", "zstandard"} <= set(report["modules"])  # the report sees imports
+    assert not _outside(report["modules"], closure), _outside(report["modules"], closure)
+    sample = report["sample"] or ""
+    assert "bundled sample images need scikit-image" in sample and "cluster extra" in sample and "\n" not in sample

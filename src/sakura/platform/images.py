@@ -2,7 +2,9 @@
 
 A reference ``skimage:NAME`` names one of scikit-image's bundled sample images (``astronaut``,
 ``brick``, ``coffee``...) and ``skimage:lfw_subset/I`` the I-th image of its LFW subset (0-99
-are faces), so examples and tests use real photos without any download.
+are faces), so examples and tests use real photos without any download. Only those need
+scikit-image (the cluster extra): files are read and written with Pillow and resized with torch,
+which is all the phone (the edge extra) installs.
 
 Image files are any format Pillow reads (the first frame of an animated one). Their size is
 checked from the header before anything is decoded (:func:`check_image`, the build's preflight,
@@ -12,14 +14,18 @@ allocating its pixels.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import warnings
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
 from sakura.platform.errors import ImageError
+
+if TYPE_CHECKING:
+    import PIL.Image
 
 SKIMAGE_SCHEME = "skimage:"
 # Sample images that scikit-image ships inside its wheel (others would be downloaded).
@@ -42,10 +48,11 @@ def check_image(ref: str, base_dir: Path | None = None, *, max_pixels: int = MAX
     ``max_pixels``; reads the file's header only (cheap for big catalogues, nothing decoded)."""
     if ref.startswith(SKIMAGE_SCHEME):
         _skimage_name(ref)
+        _require_skimage(ref)
         return
     path = _resolve(ref, base_dir)
     with _open_file(path) as fh:
-        _check_header(fh, path, max_pixels)
+        _open_checked(fh, path, max_pixels)
 
 
 def image_bytes_identity(ref: str, base_dir: Path | None = None) -> bytes:
@@ -59,18 +66,15 @@ def load_image(ref: str, base_dir: Path | None = None, *, max_pixels: int = MAX_
     """Load an image as an HxWx3 uint8 array; :class:`ImageError` (one line, naming the file) if
     it is missing, unreadable, not an image, or over ``max_pixels`` (checked before decoding)."""
     if ref.startswith(SKIMAGE_SCHEME):
-        return _as_rgb_uint8(np.asarray(_load_skimage(_skimage_name(ref))), ref)
+        return _as_rgb_uint8(np.asarray(_load_skimage(ref)), ref)
     path = _resolve(ref, base_dir)
     with _open_file(path) as fh:
-        _check_header(fh, path, max_pixels)
-        fh.seek(0)  # decode the very bytes whose header was checked
-        import imageio.v3 as iio
-
+        image = _open_checked(fh, path, max_pixels)  # decodes the very bytes whose header was checked
         try:
-            arr = iio.imread(fh, plugin="pillow", index=0)
+            arr = _decode(image)
         except Exception as exc:  # a decoder fails in many ways on a damaged file
             raise ImageError(f"{path}: cannot decode image: {_one_line(exc)}") from None
-    return _as_rgb_uint8(np.asarray(arr), str(path))
+    return _as_rgb_uint8(arr, str(path))
 
 
 #: What a PSNR is reported as for a bit-identical image.
@@ -84,16 +88,25 @@ def psnr_db(ref: np.ndarray, img: np.ndarray) -> float:
 
 
 def fit_image(image: np.ndarray, resolution: int) -> np.ndarray:
-    """Centre-crop to a square and resize to ``resolution``; float32 in [0, 1]."""
-    from skimage.transform import resize
+    """Centre-crop to a square and resize to ``resolution``; float32 in [0, 1].
+
+    Bilinear with antialiasing (a triangle filter as wide as the scale when shrinking, as Pillow
+    does), in torch: the phone has it already, and scikit-image with scipy would add 170 MB.
+    """
+    import torch
+    import torch.nn.functional as F
 
     h, w = image.shape[:2]
     side = min(h, w)
     top, left = (h - side) // 2, (w - side) // 2
     image = image[top : top + side, left : left + side]  # crop first: only the square becomes float
     arr = image.astype(np.float32) / 255.0 if image.dtype == np.uint8 else image.astype(np.float32)
-    out = resize(arr, (resolution, resolution), anti_aliasing=side > resolution, preserve_range=True)
-    return np.clip(out, 0.0, 1.0).astype(np.float32)
+    if side != resolution:
+        planes = torch.from_numpy(arr if arr.ndim == 3 else arr[..., None]).permute(2, 0, 1)[None]
+        planes = F.interpolate(planes, size=(resolution, resolution), mode="bilinear", antialias=True,
+                               align_corners=False)
+        arr = planes[0].permute(1, 2, 0).numpy().reshape((resolution, resolution, *arr.shape[2:]))
+    return np.ascontiguousarray(np.clip(arr, 0.0, 1.0), dtype=np.float32)
 
 
 def _lfw_index(name: str) -> int | None:
@@ -107,10 +120,10 @@ def _lfw_index(name: str) -> int | None:
 
 def save_image(image: np.ndarray, path: str | Path) -> None:
     """Write an HxWx3 image with values in [0, 1] as an 8-bit PNG (parent folders created)."""
-    from skimage.io import imsave
+    from PIL import Image
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    imsave(str(path), (np.clip(image, 0.0, 1.0) * 255).round().astype(np.uint8), check_contrast=False)
+    Image.fromarray((np.clip(image, 0.0, 1.0) * 255).round().astype(np.uint8)).save(path, format="PNG")
 
 
 def _skimage_name(ref: str) -> str:
@@ -121,7 +134,15 @@ def _skimage_name(ref: str) -> str:
     return name
 
 
-def _load_skimage(name: str) -> np.ndarray:
+def _require_skimage(ref: str) -> None:
+    if importlib.util.find_spec("skimage") is None:
+        raise ImageError(f"{ref}: bundled sample images need scikit-image, which is not installed "
+                         "(install the cluster extra: pip install 'sakura-kv[cluster]')")
+
+
+def _load_skimage(ref: str) -> np.ndarray:
+    name = _skimage_name(ref)
+    _require_skimage(ref)
     from skimage import data
 
     index = _lfw_index(name)
@@ -139,7 +160,7 @@ def _open_file(path: Path) -> IO[bytes]:
         raise ImageError(f"{path}: cannot read image file: {exc.strerror or exc}") from None
 
 
-def _check_header(fh: IO[bytes], path: Path, max_pixels: int) -> tuple[int, int]:
+def _open_checked(fh: IO[bytes], path: Path, max_pixels: int) -> PIL.Image.Image:
     """Parse the header (Pillow opens lazily) and check the size before anything is decoded."""
     from PIL import Image, UnidentifiedImageError
 
@@ -150,8 +171,8 @@ def _check_header(fh: IO[bytes], path: Path, max_pixels: int) -> tuple[int, int]
             image = Image.open(fh)
         except UnidentifiedImageError:
             raise ImageError(f"{path}: not an image in a format Pillow reads (PNG, JPEG, WebP...)") from None
-        except Image.DecompressionBombError:
-            raise ImageError(f"{path}: more than {2 * Image.MAX_IMAGE_PIXELS} pixels, over {limit}") from None
+        except Image.DecompressionBombError:  # only raised while Pillow's limit is set
+            raise ImageError(f"{path}: more than {2 * (Image.MAX_IMAGE_PIXELS or 0)} pixels, over {limit}") from None
         except Exception as exc:  # a damaged header fails in many ways
             raise ImageError(f"{path}: not a readable image: {_one_line(exc)}") from None
     width, height = image.size
@@ -159,7 +180,15 @@ def _check_header(fh: IO[bytes], path: Path, max_pixels: int) -> tuple[int, int]
         raise ImageError(f"{path}: {width}x{height} pixels ({width * height / 1e6:.1f} MP) is over {limit}")
     if width < 1 or height < 1:
         raise ImageError(f"{path}: empty image ({width}x{height})")
-    return width, height
+    return image
+
+
+def _decode(image: PIL.Image.Image) -> np.ndarray:
+    """The first frame's pixels: 8-bit modes (palette, grey, alpha, CMYK...) as RGB; 16- and 32-bit
+    and float ones as they are, for :func:`_as_rgb_uint8` to scale."""
+    if image.mode.startswith(("I", "F")):
+        return np.asarray(image)
+    return np.asarray(image.convert("RGB"))
 
 
 def _one_line(exc: BaseException) -> str:

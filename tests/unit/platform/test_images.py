@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sakura.platform.errors import ImageError
-from sakura.platform.images import BUNDLED_SKIMAGE, fit_image, load_image
+from sakura.platform.images import BUNDLED_SKIMAGE, check_image, fit_image, load_image, save_image
 
 
 @pytest.mark.parametrize("name", sorted(BUNDLED_SKIMAGE))
@@ -17,6 +17,51 @@ def test_fit_image_crops_and_resizes_to_unit_range():
     out = fit_image(load_image("skimage:astronaut"), 32)
     assert out.shape == (32, 32, 3) and out.dtype == np.float32
     assert 0.0 <= out.min() and out.max() <= 1.0 and out.std() > 0.05
+
+
+def test_fit_image_shrinks_with_pillows_bilinear_filter():
+    """An antialiased shrink (each pixel averages its whole footprint), the same as Pillow's: the
+    contract, where scikit-image's Gaussian before was one way to meet it."""
+    from PIL import Image
+
+    photo = load_image("skimage:coffee")  # 600 wide, 400 high: its centre square is kept
+    square = photo[:, 100:500].astype(np.float32) / 255
+    pillow = np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(square[..., c])).resize(
+        (32, 32), Image.Resampling.BILINEAR)) for c in range(3)], axis=-1)
+    np.testing.assert_allclose(fit_image(photo, 32), pillow, atol=1e-5)
+    assert np.array_equal(fit_image(photo[:, 100:500], 400), square)  # already the size: untouched
+    assert fit_image(photo[..., 0], 32).shape == (32, 32)
+
+
+def test_save_image_writes_an_8_bit_png_that_loads_back(tmp_path):
+    image = fit_image(load_image("skimage:astronaut"), 32)
+    path = tmp_path / "new" / "edited.png"
+    save_image(image, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert np.array_equal(load_image(str(path)), (image * 255).round().astype(np.uint8))
+
+
+def test_grey_with_alpha_and_cmyk_files_load_as_rgb(tmp_path):
+    from PIL import Image
+
+    Image.new("LA", (5, 4), (90, 10)).save(tmp_path / "la.png")
+    Image.new("CMYK", (5, 4), (0, 255, 255, 0)).save(tmp_path / "red.jpg")
+    assert np.array_equal(load_image(str(tmp_path / "la.png")), np.full((4, 5, 3), 90, np.uint8))
+    red = load_image(str(tmp_path / "red.jpg"))
+    assert red.shape == (4, 5, 3) and red[..., 0].min() > 200 and red[..., 1:].max() < 60
+
+
+def test_bundled_images_without_scikit_image_are_a_one_line_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "skimage" else real(name, *a))
+    for call in (load_image, check_image):
+        with pytest.raises(ImageError, match=r"^skimage:coffee: bundled sample images need scikit-image") as info:
+            call("skimage:coffee")
+        assert "cluster extra" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(ImageError, match="unknown bundled image"):
+        load_image("skimage:nope")
 
 
 def test_bad_image_references(tmp_path):
@@ -120,7 +165,8 @@ def test_an_animated_image_loads_its_first_frame_only(tmp_path):
 def test_files_decode_as_before(tmp_path):
     from skimage import io as skio
 
-    for name, ref in (("rgb.png", "skimage:astronaut"), ("gray.png", "skimage:camera"), ("photo.jpg", "skimage:coffee")):
+    files = (("rgb.png", "skimage:astronaut"), ("gray.png", "skimage:camera"), ("photo.jpg", "skimage:coffee"))
+    for name, ref in files:
         skio.imsave(tmp_path / name, load_image(ref) if name != "gray.png" else load_image(ref)[..., 0],
                     check_contrast=False)
         expected = skio.imread(tmp_path / name)
