@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test lint bench clean
 
 install: $(STAMP)
 
@@ -22,6 +22,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# ruff (style, imports, likely bugs) and mypy (types) over the package, tests and benchmarks.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) bench/capture.py
