@@ -7,8 +7,9 @@ Each ``roundtrip`` returns the encoded size in bytes and the decoded K/V, timing
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 import zstandard
@@ -118,7 +119,8 @@ class KiviInt4:
             v_codes, v_scale, v_zero = _minmax(pair.v.astype(np.float32), 4, axis=2)
             k_codes = np.concatenate([c for c, _, _ in groups], axis=1)
             k_meta = b"".join(s.tobytes() + z.tobytes() for _, s, z in groups)
-            return [_Z.compress(_pack4(k_codes)), k_meta, _Z.compress(_pack4(v_codes)), v_scale.tobytes() + v_zero.tobytes()]
+            return [_Z.compress(_pack4(k_codes)), k_meta, _Z.compress(_pack4(v_codes)),
+                    v_scale.tobytes() + v_zero.tobytes()]
 
         def dec(blobs: list[bytes]) -> KVPair:
             n = heads * tokens * dim

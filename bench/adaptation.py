@@ -23,9 +23,9 @@ import os
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

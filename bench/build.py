@@ -44,7 +44,8 @@ def timed_build(spec: Path, model: str, workers: int, store: str) -> float:
     spec_obj, settings, library, fingerprint = build.preflight(args)
     _, jobs = build.plan(spec_obj, settings, library, fingerprint)
     start = time.perf_counter()
-    rows = build.run_jobs(args, settings, library, jobs, Progress([j.entry.id for j in jobs], stream=open("/dev/null", "w")))
+    progress = Progress([j.entry.id for j in jobs], stream=open("/dev/null", "w"))
+    rows = build.run_jobs(args, settings, library, jobs, progress)
     elapsed = time.perf_counter() - start
     assert all(r.status == "published" for r in rows), rows
     return elapsed

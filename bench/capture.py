@@ -40,7 +40,8 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=None,
-                        help="timed loops per model (median; default 3), or per block with --model (fastest; default 1)")
+                        help="timed loops per model (median; default 3), "
+                             "or per block with --model (fastest; default 1)")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--model", help="a klein shape (klein-4b-shape, klein-9b-shape): per block, extrapolated")
     parser.add_argument("--blocks", type=int, default=2, help="blocks to build with --model (default 2)")
@@ -54,7 +55,8 @@ def main() -> int:
 
     rows = []
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.steps}-step loop")
-    header = f"{'model':12s} {'tpl tok':>7s} {'req tok':>7s} {'shards':>6s} {'KV fp16 MB':>10s} {'capture s':>9s} {'full s':>8s} {'replay s':>8s} {'full/replay':>11s} {'exact':>5s}"
+    header = (f"{'model':12s} {'tpl tok':>7s} {'req tok':>7s} {'shards':>6s} {'KV fp16 MB':>10s} {'capture s':>9s} "
+              f"{'full s':>8s} {'replay s':>8s} {'full/replay':>11s} {'exact':>5s}")
     print(header)
     for name in args.models:
         repeats = 1 if name.startswith("bench") else (args.repeats or 3)
@@ -81,8 +83,9 @@ def shape_main(args: argparse.Namespace) -> int:
     double, single = shape.split(args.blocks)
     params = parameter_counts(shape)
     print(f"{shape.name}: {shape.double_blocks} double + {shape.single_blocks} single blocks, {shape.heads} heads x "
-          f"{shape.head_dim}; transformer {params['transformer'] / 1e9:.3f} B parameters, built here: {double} double + "
-          f"{single} single; torch {torch.__version__}, {torch.get_num_threads()} threads, load {_load()}")
+          f"{shape.head_dim}; transformer {params['transformer'] / 1e9:.3f} B parameters, "
+          f"built here: {double} double + {single} single; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, load {_load()}")
     report = {"model": shape.name, "torch": torch.__version__, "threads": torch.get_num_threads(),
               "structure": {"double_blocks": shape.double_blocks, "single_blocks": shape.single_blocks,
                             "heads": shape.heads, "head_dim": shape.head_dim, "transformer": dict(shape.transformer),
@@ -143,7 +146,8 @@ def print_row(shape, row: dict) -> None:
     for clock in ("wall", "cpu"):
         b = row["per_block"][clock]
         for phase, label in (("capture", "capture"), ("replay", "replay / step")):
-            mean = (shape.double_blocks * b[phase]["double_s"] + shape.single_blocks * b[phase]["single_s"]) / shape.blocks
+            total = shape.double_blocks * b[phase]["double_s"] + shape.single_blocks * b[phase]["single_s"]
+            mean = total / shape.blocks
             print(f"  {label + (' s' if clock == 'wall' else ' CPU s'):26s} {b[phase]['double_s']:9.3f} "
                   f"{b[phase]['single_s']:9.3f} {mean:9.3f} {b[phase]['other_s']:20.3f}")
     kv = row["per_block"]["wall"]["kv_bytes_fp16"]

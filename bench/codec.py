@@ -28,9 +28,8 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _baselines import KiviInt4, Method, SakuraLevel, UniformInt8  # noqa: E402
 
-from sakura.evaluation.cachegen import CACHEGEN_LEVELS  # noqa: E402
-
 from sakura.evaluation import psnr_db  # noqa: E402
+from sakura.evaluation.cachegen import CACHEGEN_LEVELS  # noqa: E402
 from sakura.platform import importance as imp  # noqa: E402
 from sakura.platform.codec import default_levels  # noqa: E402
 from sakura.platform.images import fit_image, load_image  # noqa: E402
@@ -55,10 +54,12 @@ def frontier() -> list[Method]:
     }
     out: list[Method] = []
     for name, classes in layouts.items():
-        (level,) = parse_levels([{"name": name.replace("/", "-"), "classes": [{"fraction": f, "bits": b} for f, b in classes]}]).values()
+        level_spec = {"name": name.replace("/", "-"), "classes": [{"fraction": f, "bits": b} for f, b in classes]}
+        (level,) = parse_levels([level_spec]).values()
         out.append(SakuraLevel(name, level, description=f"frontier {name}"))
         if len(classes) > 1:
-            out.append(SakuraLevel(f"{name}-random", level, random_ranking=True, description=f"frontier {name}, random ranking"))
+            out.append(SakuraLevel(f"{name}-random", level, random_ranking=True,
+                                   description=f"frontier {name}, random ranking"))
     return out
 
 

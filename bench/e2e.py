@@ -33,8 +33,15 @@ import numpy as np
 
 from sakura.evaluation import PROFILES, SYSTEMS, TOKEN_RATIOS, EditSimulator, device_profile
 from sakura.evaluation.runs import Run, groups, simulate_runs, summarize
-from sakura.evaluation.workloads import (WORKLOADS, Analytic, CodecRates, MeasuredWorkload, analytic_geometry,
-                                         measure_workload, workload_spec)
+from sakura.evaluation.workloads import (
+    WORKLOADS,
+    Analytic,
+    CodecRates,
+    MeasuredWorkload,
+    analytic_geometry,
+    measure_workload,
+    workload_spec,
+)
 from sakura.platform.traces import load_traces
 
 SLO_FACTORS = (0.5, 1.0, 2.0, 4.0)
@@ -67,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"building and measuring the example templates for {model} ...", flush=True)
                 library = args.library or f"file://{workdir}/lib-{model}"
                 ratios = TOKEN_RATIOS if model == "reference" else (1,)
-                measured[model] = measure_workload(model, library, steps=args.steps, repeats=args.repeats, ratios=ratios)
+                measured[model] = measure_workload(model, library, steps=args.steps, repeats=args.repeats,
+                                                   ratios=ratios)
             return measured[model]
 
         for name in args.workload or ["reference"]:
@@ -132,7 +140,8 @@ def _by_token_ratio(runs: list[Run], geometries, rtt: float) -> dict[str, dict[s
     for r in runs:
         g = geometries[r.case]
         for ratio in TOKEN_RATIOS:
-            sakura[r.family][ratio].append(EditSimulator(g.at_ratio(ratio), r.trace, r.start, rtt_s=rtt).run("sakura").latency_s)
+            sim = EditSimulator(g.at_ratio(ratio), r.trace, r.start, rtt_s=rtt)
+            sakura[r.family][ratio].append(sim.run("sakura").latency_s)
             ondevice[r.family][ratio].append(g.ondevice_s[ratio])
     return {group: {str(ratio): float(np.median([v for f in members for v in ondevice[f][ratio]]) /
                                       np.median([v for f in members for v in sakura[f][ratio]]))

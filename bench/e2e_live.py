@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     kernel_ok, why = kernel_link_support()
     use_kernel = args.link == "kernel" or (args.link == "auto" and kernel_ok)
-    print(f"model {args.model}; link: {'kernel (netns + veth + tbf, user-space RTT)' if use_kernel else 'in-process trace shaper'}"
+    link = "kernel (netns + veth + tbf, user-space RTT)" if use_kernel else "in-process trace shaper"
+    print(f"model {args.model}; link: {link}"
           + ("" if kernel_ok else f" (kernel link unavailable: {why})") + f"; load {_load():.2f}", flush=True)
     import ray
     from ray import serve
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = tempfile.TemporaryDirectory(prefix="sakura-live-")
     library = args.library or f"file://{workdir.name}/lib"
     started = time.monotonic()
-    geometry = measure_workload(args.model, library, repeats=args.measure_repeats, ratios=(1,)).geometries[TEMPLATE_INDEX]
+    workload = measure_workload(args.model, library, repeats=args.measure_repeats, ratios=(1,))
+    geometry = workload.geometries[TEMPLATE_INDEX]
     measure_s = time.monotonic() - started
     print(f"built and measured in {measure_s:.0f} s: compute {geometry.compute_s:.3f} s an edit alone, "
           f"{geometry.shards} shards, {sum(geometry.sizes[geometry.levels[0]]) / 1e6:.1f} MB at "
@@ -112,15 +114,16 @@ def main(argv: list[str] | None = None) -> int:
     adapter = load_model(args.model)
     case = _live_case(adapter)
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    report: dict[str, object] = {"model": args.model, "link": "kernel" if use_kernel else "trace", "rtt_ms": args.rtt_ms,
-                                 "compute_s_alone": geometry.compute_s, "build_and_measure_s": measure_s,
-                                 "load_1min_start": _load()}
+    report: dict[str, object] = {"model": args.model, "link": "kernel" if use_kernel else "trace",
+                                 "rtt_ms": args.rtt_ms, "compute_s_alone": geometry.compute_s,
+                                 "build_and_measure_s": measure_s, "load_1min_start": _load()}
     try:
         live = Live(run_app(library), case, adapter, args.rtt_ms / 1000, use_kernel)
         cal = _calibrate(live, geometry)
         print(f"calibration on the unshaped loopback: server time per request {cal.server_s * 1e3:.1f} ms, compute "
               f"{cal.factor:.2f}x the standalone measurement (the server shares these 2 cores)", flush=True)
-        report.update(server_ms=cal.server_s * 1e3, compute_factor=cal.factor, compute_s=geometry.compute_s * cal.factor)
+        report.update(server_ms=cal.server_s * 1e3, compute_factor=cal.factor,
+                      compute_s=geometry.compute_s * cal.factor)
         rows = [_compare(live, load_trace(args.traces / trace_file), start, system, geometry, cal, args.repeats)
                 for trace_file, start in CASES[args.model] if not args.only or args.only in trace_file
                 for system in SYSTEMS]
@@ -167,7 +170,8 @@ def _compare(live: Live, trace: BandwidthTrace, start: float, system: str, geome
                    key=lambda e: e[0].latency_s)
 
     def simulate(factor: float) -> Timeline:
-        return EditSimulator(geometry.scaled(factor), trace, start, rtt_s=live.rtt_s + cal.server_s, cold=True).run(system)
+        simulator = EditSimulator(geometry.scaled(factor), trace, start, rtt_s=live.rtt_s + cal.server_s, cold=True)
+        return simulator.run(system)
 
     median, load = edits[len(edits) // 2]
     factor = _compute_factor(median, geometry)
@@ -210,7 +214,8 @@ def _packet_rtt(timeline: Timeline, rtt_s: float) -> float | None:
     """What one packet takes to cross the link at each fetched response's own rate, in round trips
     (mean): the smallest gap first-byte timing can show between back-to-back responses."""
     times = [PACKET_BYTES * (s.arrived_at - s.first_byte_at) / s.bytes for s in timeline.shards
-             if not s.computed and s.bytes and None not in (s.first_byte_at, s.arrived_at) and s.arrived_at > s.first_byte_at]
+             if not s.computed and s.bytes and None not in (s.first_byte_at, s.arrived_at)
+             and s.arrived_at > s.first_byte_at]
     return statistics.mean(times) / rtt_s if times else None
 
 

@@ -101,9 +101,9 @@ def _child(mode: str, folder: Path, kv_file: Path) -> dict[str, Any]:
 def child(mode: str, folder: str, kv_file: str) -> dict[str, Any]:
     if mode in ("imports_phone", "sakura_phone"):
         _hide_transformers()
+    import diffusers  # noqa: F401
     import numpy as np
     import torch  # noqa: F401
-    import diffusers  # noqa: F401
 
     import sakura.platform.models  # noqa: F401
 
@@ -259,7 +259,8 @@ def print_tiny(name: str, r: dict[str, Any]) -> None:
     for mode in MODES:
         rss = runs[mode]["peak_rss_bytes"]
         print(f"  peak RSS {mode:13s} {_mib(rss):>9s} ({(rss - floor) / 2**20:+6.1f} MiB over imports_phone; "
-              f"{_mib(runs[mode]['rss_end_bytes'])} at the end)  transformers imported: {runs[mode]['transformers_imported']}")
+              f"{_mib(runs[mode]['rss_end_bytes'])} at the end)  "
+              f"transformers imported: {runs[mode]['transformers_imported']}")
 
 
 def print_configs(configs: dict[str, Any]) -> None:

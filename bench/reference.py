@@ -51,7 +51,8 @@ def main() -> int:
         t = report["tasks"][task]
         print(f"{task:15s} model {t['psnr_db']:5.2f} dB (ssim {t['ssim']:.3f})  copy {t['copy_psnr_db']:5.2f} dB  "
               f"gain {t['gain_db']:+5.2f} dB  top10% {t['top10_share']:.1%} top30% {t['top30_share']:.1%}  "
-              f"medium {t['medium_psnr_vs_exact_db']:.1f} dB compact {t['compact_psnr_vs_exact_db']:.1f} dB", flush=True)
+              f"medium {t['medium_psnr_vs_exact_db']:.1f} dB compact {t['compact_psnr_vs_exact_db']:.1f} dB",
+              flush=True)
     if args.grid:
         Path(args.grid).parent.mkdir(parents=True, exist_ok=True)
         image_grid(Path(args.grid), grid_rows, row_labels=grid_labels,
@@ -87,7 +88,8 @@ def evaluate_pair(adapter, schedule, levels, task: str, batch: data.Batch, i: in
 def summarise(rows: list[dict]) -> dict:
     mean = lambda key: float(np.mean([r[key] for r in rows]))  # noqa: E731
     return {
-        "psnr_db": mean("psnr"), "ssim": mean("ssim"), "copy_psnr_db": mean("copy_psnr"), "copy_ssim": mean("copy_ssim"),
+        "psnr_db": mean("psnr"), "ssim": mean("ssim"),
+        "copy_psnr_db": mean("copy_psnr"), "copy_ssim": mean("copy_ssim"),
         "gain_db": mean("psnr") - mean("copy_psnr"),
         "top10_share": mean("top10"), "top30_share": mean("top30"),
         "medium_psnr_vs_exact_db": mean("medium"), "compact_psnr_vs_exact_db": mean("compact"),

@@ -19,13 +19,19 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict
-
 from pathlib import Path
 
 from sakura.evaluation.profiles import PROFILES, device_profile
 from sakura.evaluation.regime import GIVE_UP, PAPER, link_rates, regime_curve
 from sakura.evaluation.runs import RATIOS, simulate_runs, summarize
-from sakura.evaluation.workloads import WORKLOADS, Analytic, CodecRates, analytic_geometry, measure_workload, workload_spec
+from sakura.evaluation.workloads import (
+    WORKLOADS,
+    Analytic,
+    CodecRates,
+    analytic_geometry,
+    measure_workload,
+    workload_spec,
+)
 from sakura.platform.traces import load_traces
 
 SYSTEMS = ("sakura", *RATIOS.values())
@@ -58,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         reference = measure_workload("reference", f"file://{workdir}/lib", repeats=args.repeats, ratios=(1,))
     rates = CodecRates.from_geometries(reference.geometries)
     families = load_traces(args.traces)
-    family_rate = {f: sum(t.period_bytes for t in ts) * 8e-6 / sum(t.duration for t in ts) for f, ts in families.items()}
+    family_rate = {f: sum(t.period_bytes for t in ts) * 8e-6 / sum(t.duration for t in ts)
+                   for f, ts in families.items()}
     out: dict = {"setup": {"rtt_ms": args.rtt_ms, "server_ms": args.server_ms, "starts_per_trace": args.starts,
                            "give_up": GIVE_UP, "paper": PAPER, "family_mean_mbps": family_rate},
                  "codec_rates": asdict(rates), "maps": {}}
@@ -86,9 +93,12 @@ def main(argv: list[str] | None = None) -> int:
                 points = {f: (family_rate[f], r) for f, r in entry["families"]["ratios"].items() if f in families}
                 g = geometries[0]
                 title = (f"{name} on {profile_name}: KV {sum(g.raw_bytes) / 1e6:.0f} MB fp16 in {g.shards} shards\n"
-                         f"compute: SAKURA {g.compute_s:.2f} s, stock on-device {g.ondevice_compute_s('on-device'):.2f} s, "
-                         f"uncached {g.ondevice_compute_s('on-device-uncached'):.2f} s; cold phone, RTT {rtt * 1e3:.0f} ms")
-                regime_map(args.plots / f"regime-{name}-{profile_name}.png", _curve(entry["cold"]), points, title, PAPER)
+                         f"compute: SAKURA {g.compute_s:.2f} s, "
+                         f"stock on-device {g.ondevice_compute_s('on-device'):.2f} s, "
+                         f"uncached {g.ondevice_compute_s('on-device-uncached'):.2f} s; "
+                         f"cold phone, RTT {rtt * 1e3:.0f} ms")
+                plot = args.plots / f"regime-{name}-{profile_name}.png"
+                regime_map(plot, _curve(entry["cold"]), points, title, PAPER)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1))
@@ -131,7 +141,8 @@ def _print(name: str, profile: str, entry: dict) -> None:
           f"{w['sakura_compute_s']:.2f} s, on-device {w['ondevice_compute_s']['on-device']:.2f} s "
           f"(bound on-device/SAKURA {w['ondevice_over_sakura_bound']:.2f}, uncached "
           f"{w['ondevice_uncached_over_sakura_bound']:.2f})")
-    print("  crossovers (Mbit/s, cold):", {k: [round(x, 1) for x in v] for k, v in entry["cold"]["crossovers_mbps"].items()})
+    crossovers = {k: [round(x, 1) for x in v] for k, v in entry["cold"]["crossovers_mbps"].items()}
+    print("  crossovers (Mbit/s, cold):", crossovers)
     for family, r in entry["families"]["ratios"].items():
         cells = "  ".join(f"{k.replace('_over_sakura', '')} {v:.2f}" for k, v in r.items() if k in RATIOS)
         skipped = entry["families"]["hopeless_runs"][family]

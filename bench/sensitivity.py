@@ -61,10 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         g = analytic_geometry(WORKLOADS[args.workload], profile, rates, g0.levels, g0.cachegen_levels)
         rtt = (change.get("rtt_ms", 40.0) + change.get("server_ms", 15.0)) / 1000
         runs = simulate_runs([g], families, starts=args.starts, rtt_s=rtt, floors=[floor], skip_hopeless=True,
-                             systems=[s for s in SYSTEMS if s != "oracle"], cachegen_slo_s=change.get("slo", 1.0) * g.compute_s)
+                             systems=[s for s in SYSTEMS if s != "oracle"],
+                             cachegen_slo_s=change.get("slo", 1.0) * g.compute_s)
         ratios = summarize(runs, [s for s in SYSTEMS if s != "oracle"])["ratios"]
         rows[label] = {group: {k: ratios.get(group, {}).get(k) for k in HEADLINE} for group in GROUPS}
-        cells = "  ".join(f"{group}: " + "/".join("-" if rows[label][group][k] is None else f"{rows[label][group][k]:.2f}"
+        row = rows[label]
+        cells = "  ".join(f"{group}: " + "/".join("-" if row[group][k] is None else f"{row[group][k]:.2f}"
                                                   for k in HEADLINE) for group in GROUPS)
         print(f"{label:28s} {cells}", flush=True)
     if args.json:

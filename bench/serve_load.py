@@ -100,13 +100,15 @@ def static_server(folder: Path) -> tuple[subprocess.Popen, int, str]:
     port = free_port()
     if shutil.which("nginx"):
         conf = folder / "nginx.conf"
-        conf.write_text(f"""daemon off; worker_processes 2; user {os.environ.get("USER", "root")}; pid {folder}/nginx.pid; error_log {folder}/error.log;
-events {{ worker_connections 1024; }}
-http {{ access_log off; sendfile on; keepalive_requests 100000;
-  server {{ listen 127.0.0.1:{port}; root {folder}/files; }} }}""")
+        conf.write_text(f"daemon off; worker_processes 2; user {os.environ.get('USER', 'root')}; "
+                        f"pid {folder}/nginx.pid; error_log {folder}/error.log;\n"
+                        "events { worker_connections 1024; }\n"
+                        "http { access_log off; sendfile on; keepalive_requests 100000;\n"
+                        f"  server {{ listen 127.0.0.1:{port}; root {folder}/files; }} }}")
         return subprocess.Popen(["nginx", "-c", str(conf)]), port, "nginx"
     proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                             "--directory", str(folder / "files")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--directory", str(folder / "files")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return proc, port, "python http.server"
 
 
@@ -165,7 +167,8 @@ def main() -> int:
         folder = Path(tmp)
         (folder / "files").mkdir()
         for i, lv, _ in targets:
-            (folder / "files" / f"{i}-{lv}.bin").write_bytes(httpx.get(urls("memory")[targets.index((i, lv, _))]).content)
+            url = urls("memory")[targets.index((i, lv, _))]
+            (folder / "files" / f"{i}-{lv}.bin").write_bytes(httpx.get(url).content)
         proc, port, kind = static_server(folder)
         try:
             wait_http(f"http://127.0.0.1:{port}/")
@@ -179,7 +182,8 @@ def main() -> int:
             for name, u, follow in plan:
                 r = drive(u, args.clients, args.seconds, follow)
                 results[name] = r
-                print(f"{name:28s} {r['mb_s']:8.1f} {r['req_s']:8.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f}", flush=True)
+                print(f"{name:28s} {r['mb_s']:8.1f} {r['req_s']:8.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f}",
+                      flush=True)
         finally:
             proc.terminate()
             proc.wait(timeout=10)

@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== 2. build the example templates into {library} (Ray job), serve them (Ray Serve)", flush=True)
         from sakura.jobs import build
 
-        if build.main(["--spec", str(args.spec), "--model", "reference", "--store", library, "--workers", "2", "--create"]) != 0:
+        if build.main(["--spec", str(args.spec), "--model", "reference", "--store", library,
+                       "--workers", "2", "--create"]) != 0:
             return 1
         from sakura.serve.local import run_app
 
@@ -98,15 +99,17 @@ def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespa
         live, alone = (sorted(results, key=lambda r: r.latency_s)[LIVE_REPEATS // 2] for results in runs.values())
         with EdgeSession(url, models=lambda _: adapter) as session:
             exact = session.edit(case.request.image, entry.id, policy="fixed-full", seed=case.request.seed)
-        psnr = psnr_db(exact.image, live.image)
-        psnr = "identical" if math.isinf(psnr) else f"{psnr:.1f} dB"
+        db = psnr_db(exact.image, live.image)
+        psnr = "identical" if math.isinf(db) else f"{db:.1f} dB"
         image_grid(args.out / f"{entry.id}.png", [[case.request.image, case.template.image, live.image, exact.image]],
-                   columns=["the user's photo", "the template", f"edit over the link ({psnr})", "edit with the exact KV"],
+                   columns=["the user's photo", "the template", f"edit over the link ({psnr})",
+                            "edit with the exact KV"],
                    title=f"{entry.id} ({entry.task.value}): {entry.prompt}")
         geometry, _ = measure_geometry(adapter, case.manifest, case.payloads, case.template, case.request, repeats=2)
         sim = EditSimulator(geometry, trace, offset, rtt_s=args.rtt_ms / 1000)
         simulated = {system: sim.run(system).latency_s for system in systems}
-        gantt(args.out / f"timeline-{entry.id}.png", {"sakura (live)": live.timeline, "cachegen (simulated)": sim.run("cachegen")},
+        gantt(args.out / f"timeline-{entry.id}.png",
+              {"sakura (live)": live.timeline, "cachegen (simulated)": sim.run("cachegen")},
               f"{entry.id}: {trace.name} from {offset:.0f} s")
         bandwidth(args.out / f"bandwidth-{entry.id}.png", sim, live.timeline, f"{entry.id} (live)")
         counts = {lv: live.levels.count(lv) for lv in dict.fromkeys(live.levels)}

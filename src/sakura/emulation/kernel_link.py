@@ -55,7 +55,8 @@ def _run(cmd: list[str]) -> None:
 
 
 class KernelLink:
-    def __init__(self, trace: BandwidthTrace, upstream: tuple[str, int], *, rtt_s: float = 0.04, offset_s: float = 0.0) -> None:
+    def __init__(self, trace: BandwidthTrace, upstream: tuple[str, int], *, rtt_s: float = 0.04,
+                 offset_s: float = 0.0) -> None:
         ok, why = kernel_link_support()
         if not ok:
             raise KernelLinkUnavailable(f"kernel link emulation is unavailable here: {why}")
@@ -99,15 +100,16 @@ class KernelLink:
         thread = threading.Thread(target=inside, name="kernel-link-client")
         thread.start()
         thread.join()
-        if "error" in outcome:
-            raise outcome["error"]  # type: ignore[misc]
+        error = outcome.get("error")
+        if isinstance(error, BaseException):  # set only by the except clause above
+            raise error
         return outcome["value"]
 
     def command(self, argv: list[str]) -> list[str]:
         """``argv`` run inside the namespace (the client's side of the link)."""
         return ["ip", "netns", "exec", self.netns, *argv]
 
-    def __enter__(self) -> "KernelLink":
+    def __enter__(self) -> KernelLink:
         try:
             self._setup()
         except BaseException:
@@ -150,7 +152,8 @@ class KernelLink:
         while not self._stop.is_set():
             self._restart.clear()
             pos = self.offset_s + time.monotonic() - self._t0
-            subprocess.run(["tc", "qdisc", "change", "dev", self.host_if, "root", "tbf", *self._tbf(self.trace.rate_at(pos))],
+            tbf = self._tbf(self.trace.rate_at(pos))
+            subprocess.run(["tc", "qdisc", "change", "dev", self.host_if, "root", "tbf", *tbf],
                            capture_output=True, timeout=10)
             rel = pos % self.trace.duration
             later = self.trace.starts[self.trace.starts > rel]

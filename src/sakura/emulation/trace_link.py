@@ -50,6 +50,7 @@ class TraceLink:
         if self._t0 is None:
             self.start()
         with self._lock:
+            assert self._t0 is not None  # set by start(), never unset
             now = time.monotonic() - self._t0
             begin = max(now, self._busy_until)
             self._busy_until = begin + self.trace.transfer_time(self.offset_s + begin, nbytes)

@@ -19,15 +19,23 @@ cache (Kontext as it ships) pays it at every step.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from sakura.evaluation.flops import count_flops
 from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, KLEIN_9B, KleinShape
 from sakura.platform.models.pipelines.klein_shapes import SOURCES as KLEIN_SOURCES
+
+# diffusers classes come from ``diffusers.models``: type checkers read its top-level names as the
+# placeholders it defines for when torch is missing.
+if TYPE_CHECKING:
+    from diffusers.models import AutoencoderKL, AutoencoderKLFlux2
+
+_Module = TypeVar("_Module", bound=torch.nn.Module)
 
 SOURCES: dict[str, str] = {
     **{f"klein: {k}": v for k, v in KLEIN_SOURCES.items()},
@@ -202,7 +210,7 @@ def _edit_flops(a: Architecture, reference: int, output: int, steps: int) -> Edi
         reference_latent_bytes=R * a.latent_channels * (a.pixels_per_token // 8) ** 2 * 2)
 
 
-def _meta(build: Callable[[], torch.nn.Module]) -> torch.nn.Module:
+def _meta(build: Callable[[], _Module]) -> _Module:
     with torch.device("meta"):
         return build().eval()
 
@@ -214,7 +222,7 @@ def _transformer_step(a: Architecture, output: int, reference: int | None):
     m = torch.device("meta")
     text = torch.zeros(1, L, a.prompt_width, device=m)
     if a.family == "sd3":
-        from diffusers import SD3Transformer2DModel
+        from diffusers.models import SD3Transformer2DModel
 
         model = _meta(lambda: SD3Transformer2DModel(**a.transformer))
         side = output // 8  # the VAE's 8x; the reference sits beside the image in one latent
@@ -226,7 +234,7 @@ def _transformer_step(a: Architecture, output: int, reference: int | None):
     n = T + R
     img_ids, txt_ids = torch.zeros(1, n, 4 if a.family == "flux2-klein" else 3, device=m), None
     if a.family == "flux2-klein":
-        from diffusers import Flux2Transformer2DModel
+        from diffusers.models import Flux2Transformer2DModel
 
         model = _meta(lambda: Flux2Transformer2DModel(**a.transformer))
         txt_ids = torch.zeros(1, L, 4, device=m)
@@ -234,7 +242,7 @@ def _transformer_step(a: Architecture, output: int, reference: int | None):
         return count_flops(lambda: model(hidden_states=hidden, img_ids=img_ids, encoder_hidden_states=text,
                                          txt_ids=txt_ids, timestep=torch.ones(1, device=m), guidance=None,
                                          return_dict=False))
-    from diffusers import FluxTransformer2DModel
+    from diffusers.models import FluxTransformer2DModel
 
     model = _meta(lambda: FluxTransformer2DModel(**a.transformer))
     hidden = torch.zeros(1, n, a.transformer["in_channels"], device=m)
@@ -250,6 +258,7 @@ def _text_encoder(kind: str, config: tuple[tuple[str, Any], ...], tokens: int) -
     import transformers
 
     cfg = dict(config)
+    model: torch.nn.Module
     if kind == "qwen3":
         model = _meta(lambda: transformers.Qwen3Model(transformers.Qwen3Config(**cfg)))
     elif kind == "t5":
@@ -261,11 +270,15 @@ def _text_encoder(kind: str, config: tuple[tuple[str, Any], ...], tokens: int) -
 
 
 def _vae(a: Architecture, resolution: int, *, encode: bool) -> float:
+    vae: AutoencoderKL | AutoencoderKLFlux2
     if a.family == "flux2-klein":
-        from diffusers import AutoencoderKLFlux2 as vae_class
+        from diffusers.models import AutoencoderKLFlux2
+
+        vae = _meta(lambda: AutoencoderKLFlux2(**a.vae))
     else:
-        from diffusers import AutoencoderKL as vae_class
-    vae = _meta(lambda: vae_class(**a.vae))
+        from diffusers.models import AutoencoderKL
+
+        vae = _meta(lambda: AutoencoderKL(**a.vae))
     if encode:
         pixels = torch.zeros(1, 3, resolution, resolution, device="meta")
         return count_flops(lambda: vae.encode(pixels)).total

@@ -29,8 +29,9 @@ predicted worst: their element-wise work is a larger share.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -124,7 +125,7 @@ def _text(case: BlockCase) -> torch.Tensor:
 
 
 def _flux2(case: BlockCase) -> _Built:
-    from diffusers import Flux2Transformer2DModel
+    from diffusers.models import Flux2Transformer2DModel  # typed as the class (the top-level name is not)
 
     image = case.image_tokens + case.reference_tokens
     model = Flux2Transformer2DModel(patch_size=1, in_channels=_EMBED, num_layers=1, num_single_layers=1,
@@ -136,7 +137,7 @@ def _flux2(case: BlockCase) -> _Built:
 
 
 def _flux1(case: BlockCase) -> _Built:
-    from diffusers import FluxTransformer2DModel
+    from diffusers.models import FluxTransformer2DModel
 
     image = case.image_tokens + case.reference_tokens
     model = FluxTransformer2DModel(patch_size=1, in_channels=_EMBED, num_layers=1, num_single_layers=1,
@@ -151,7 +152,7 @@ def _flux1(case: BlockCase) -> _Built:
 def _sd3(case: BlockCase) -> _Built:
     """SD3.5 medium's block kinds: a dual-attention block (its first 13 layers) and a plain one;
     the last block (context pre-only) is not timed. Image and reference tokens form 32-wide rows."""
-    from diffusers import SD3Transformer2DModel
+    from diffusers.models import SD3Transformer2DModel
 
     rows = (case.image_tokens + case.reference_tokens) // 32
     model = SD3Transformer2DModel(sample_size=64, patch_size=2, in_channels=16, num_layers=3,

@@ -16,8 +16,8 @@ __all__ = ["IDENTICAL_DB", "FidelityTable", "psnr_db"]
 class FidelityTable:
     def __init__(self, adapter: ModelAdapter, decoded: dict[str, TemplateKV], exact_level: str, prompt: str,
                  request: EditRequest, schedule: Schedule) -> None:
-        self.adapter, self.decoded, self.prompt, self.request, self.schedule = adapter, decoded, prompt, request, schedule
-        self.exact_level = exact_level
+        self.adapter, self.decoded, self.prompt = adapter, decoded, prompt
+        self.request, self.schedule, self.exact_level = request, schedule, exact_level
         self.keys = decoded[exact_level].keys
         self.fingerprint = decoded[exact_level].model_fingerprint
         self.exact = self._image(tuple([exact_level] * len(self.keys)))

@@ -10,8 +10,9 @@ Count on meta: on CPU tensors torch's fused attention kernel has no FLOP formula
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode

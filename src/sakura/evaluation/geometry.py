@@ -11,8 +11,8 @@ every step), for several template-to-request token ratios.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Iterable
 
 import numpy as np
 
@@ -82,7 +82,8 @@ class EditGeometry:
         """The phone's time computing the template KV of the shards ``computed``: per pass of the
         reference tokens (a step, or the only one of a KV-cached model), every block up to the
         highest computed one."""
-        per, total, highest = self.shards_per_step, 0.0, {}
+        per, total = self.shards_per_step, 0.0
+        highest: dict[int, int] = {}  # pass -> its highest computed shard
         for i in computed:
             highest[i // per] = max(highest.get(i // per, -1), i)
         for step, top in highest.items():
@@ -93,7 +94,7 @@ class EditGeometry:
     def compute_s(self) -> float:
         return self.startup_s + sum(self.gaps_s)
 
-    def scaled(self, compute_factor: float, *, decode_factor: float | None = None) -> "EditGeometry":
+    def scaled(self, compute_factor: float, *, decode_factor: float | None = None) -> EditGeometry:
         """The same edit on a device ``compute_factor`` times slower at computing and ``decode_factor``
         times slower at decoding (by default ``compute_factor`` too)."""
         f = compute_factor
@@ -103,9 +104,10 @@ class EditGeometry:
                        ondevice_s={r: t * f for r, t in self.ondevice_s.items()},
                        replay_s={r: t * f for r, t in self.replay_s.items()},
                        text_encode_s=self.text_encode_s * f, reference_encode_s=self.reference_encode_s * f,
-                       reference_pass_s=self.reference_pass_s * f, shard_compute_s=[c * f for c in self.shard_compute_s])
+                       reference_pass_s=self.reference_pass_s * f,
+                       shard_compute_s=[c * f for c in self.shard_compute_s])
 
-    def at_ratio(self, ratio: int) -> "EditGeometry":
+    def at_ratio(self, ratio: int) -> EditGeometry:
         """The edit with ``ratio`` times as many template tokens: bytes and decode scale with them;
         compute is the measured replay at that ratio, spread like the measured one."""
         stretch = self.replay_s[ratio] / self.replay_s[1]
@@ -122,7 +124,8 @@ class _TimedKV:
     """Template KV that notes when the model asks for each shard."""
 
     def __init__(self, kv: TemplateKV) -> None:
-        self.kv, self.model_fingerprint, self.asked = kv, kv.model_fingerprint, []
+        self.kv, self.model_fingerprint = kv, kv.model_fingerprint
+        self.asked: list[float] = []  # when the model asked for each shard (perf_counter)
 
     @property
     def keys(self) -> list[ShardKey]:
@@ -171,7 +174,7 @@ def measure_geometry(
     schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
     startup, gaps = _compute_profile(adapter, exact, manifest.prompt, request, schedule, repeats)
     tiled = {r: _tiled(exact, r) for r in ratios}
-    replay = {r: _fastest(lambda: adapter.replay(tiled[r], manifest.prompt, request, schedule), repeats)
+    replay = {r: _fastest(lambda kv=tiled[r]: adapter.replay(kv, manifest.prompt, request, schedule), repeats)
               for r in ratios}
     full = _fastest(lambda: adapter.full(template, request, schedule), repeats)
     template_compute = max(0.0, full - replay[1])  # what ``full`` spends on the template tokens
@@ -185,7 +188,8 @@ def measure_geometry(
         levels=levels, cachegen_levels=[c.name for c in CACHEGEN_LEVELS], sizes=sizes, decode_s=decode_s,
         weights=[s.weight for s in manifest.shards], startup_s=startup, gaps_s=gaps,
         ondevice_s={r: replay[r] + r * passes * one_pass for r in ratios}, replay_s=replay,
-        manifest_bytes=len(manifest.for_phone().to_wire()), raw_bytes=[2 * (exact[k].k.size + exact[k].v.size) for k in keys],
+        manifest_bytes=len(manifest.for_phone().to_wire()),
+        raw_bytes=[2 * (exact[k].k.size + exact[k].v.size) for k in keys],
         kv_itemsize=exact[keys[0]].k.dtype.itemsize,
         kv_cached=kv_cached, reference_pass_s=one_pass, shard_compute_s=[one_pass / per_step] * len(keys),
         source_bytes=template_source_bytes(template), context_bytes=sum(c.length for c in manifest.context),

@@ -5,7 +5,7 @@ fetch with the true bandwidth."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from sakura.edge_client.errors import PolicyError
 from sakura.edge_client.planning import (

@@ -11,10 +11,12 @@ from sakura.evaluation.simulator import SYSTEMS, EditSimulator
 
 LEVEL_COLOURS = {"compact": "#8ecae6", "medium": "#219ebc", "full": "#023047",
                  "cachegen-low": "#ffb703", "cachegen-coarse": "#fb8500", "cachegen-fine": "#c75000"}
-SYSTEM_STYLE = {"sakura": ("#d62828", "-"), "sakura-fetch-only": ("#d62828", "--"), "oracle": ("#000000", ":"), "cachegen": ("#fb8500", "-"), "cachegen-matched": ("#fb8500", "--"),
+SYSTEM_STYLE = {"sakura": ("#d62828", "-"), "sakura-fetch-only": ("#d62828", "--"), "oracle": ("#000000", ":"),
+                "cachegen": ("#fb8500", "-"), "cachegen-matched": ("#fb8500", "--"),
                 "on-device": ("#6a994e", "-"), "on-device-uncached": ("#386641", ":"),
                 "on-device-prepared": ("#a7c957", "--"), "full-sequential": ("#7f7f7f", "-"),
-                "sakura-no-pipeline": ("#d62828", ":"), "sakura-fixed-medium": ("#219ebc", "--"), "bound": ("#9d4edd", ":")}
+                "sakura-no-pipeline": ("#d62828", ":"), "sakura-fixed-medium": ("#219ebc", "--"),
+                "bound": ("#9d4edd", ":")}
 
 
 def _pyplot():
@@ -32,7 +34,8 @@ def write_plots(out: Path, runs: dict, examples: dict) -> list[Path]:
     for family, ex in examples.items():
         sim: EditSimulator = ex["sim"]
         edits = {name: sim.run(name) for name in ("sakura", "cachegen")}
-        written.append(gantt(out / f"timeline-{family}.png", edits, f"{family}: {ex['trace'].name} at {ex['start']:.0f} s"))
+        title = f"{family}: {ex['trace'].name} at {ex['start']:.0f} s"
+        written.append(gantt(out / f"timeline-{family}.png", edits, title))
         written.append(bandwidth(out / f"bandwidth-{family}.png", sim, edits["sakura"], family))
     return written
 
@@ -107,12 +110,12 @@ def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
     for ax, (name, edit) in zip(axes[:, 0], edits.items()):
         for s in edit.shards:
             colour = LEVEL_COLOURS.get(s.level, "#888888")
-            if None not in (s.requested_at, s.first_byte_at, s.arrived_at):
+            if s.requested_at is not None and s.first_byte_at is not None and s.arrived_at is not None:
                 ax.barh(3, s.first_byte_at - s.requested_at, left=s.requested_at, color=REQUEST_COLOUR, height=0.4,
                         edgecolor="white")
                 ax.barh(2, s.arrived_at - s.first_byte_at, left=s.first_byte_at, color=colour, height=0.6,
                         edgecolor="white", hatch="//" if s.taken_back else None)
-            if None not in (s.decode_started_at, s.decoded_at):
+            if s.decode_started_at is not None and s.decoded_at is not None:
                 ax.barh(1, max(s.decoded_at - s.decode_started_at, 1e-3), left=s.decode_started_at, color=colour,
                         height=0.6)
         _compute_row(ax, edit)
@@ -151,7 +154,7 @@ def _compute_row(ax, edit: Timeline) -> None:
         if a is not None and b is not None:
             ax.barh(0, max(b - a, 0), left=a, color=COMPUTE_COLOURS["model computing"], height=0.6)
     for s in edit.shards:
-        if s.computed and None not in (s.needed_at, s.consumed_at):
+        if s.computed and s.needed_at is not None and s.consumed_at is not None:
             ax.barh(0, s.consumed_at - s.needed_at, left=s.needed_at,
                     color=COMPUTE_COLOURS["template KV computed on the phone"], height=0.6)
     for stall in edit.stalls:
@@ -201,7 +204,7 @@ def regime_map(path: Path, curve, families: dict[str, tuple[float, dict[str, flo
         points = [(r, v) for r, v in zip(curve.rates_mbps, curve.ratios[key]) if v is not None]
         if points:
             ax.plot(*zip(*points), color=colour, label=label, linewidth=2)
-        for family, (rate, ratios) in families.items():
+        for rate, ratios in families.values():
             if ratios.get(key):
                 ax.scatter([rate], [ratios[key]], color=colour, edgecolor="black", zorder=3, s=36)
     for family, (rate, _) in families.items():

@@ -28,9 +28,9 @@ Every number's source is in the profile's ``sources``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
 
 #: Geekbench 6 multi-core of this machine (2 vCPUs of an AMD EPYC): an estimate, no Geekbench run
 #: was possible here. It was set for Zen 3 cores; lscpu reports CPU family 26 (Zen 5), which
@@ -93,7 +93,7 @@ SD15_UNET_CONFIG: dict = dict(
 def sd15_unet_flops() -> float:
     """One SD 1.5 UNet call as Qualcomm AI Hub times it: batch 1, 64x64 latents, 77 text tokens."""
     import torch
-    from diffusers import UNet2DConditionModel
+    from diffusers.models import UNet2DConditionModel  # typed as the class (the top-level name is not)
 
     from sakura.evaluation.flops import count_flops
 

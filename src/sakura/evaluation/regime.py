@@ -10,8 +10,8 @@ the curve stops there, saying "the phone alone wins by more than that".
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -52,7 +52,8 @@ def regime_curve(geometries: Sequence[EditGeometry], rates_mbps: Sequence[float]
         for system in systems:
             edits = [None if system.startswith("sakura-") and hopeless(sim) else sim.run(system).latency_s
                      for sim in sims]
-            latency[system].append(None if None in edits else float(np.median(edits)))
+            simulated = [e for e in edits if e is not None]
+            latency[system].append(float(np.median(simulated)) if len(simulated) == len(edits) else None)
     curve = RegimeCurve(rates, latency)
     for key, system in RATIOS.items():
         curve.ratios[key] = [None if a is None or b is None else a / b

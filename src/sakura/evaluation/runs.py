@@ -3,8 +3,8 @@ the loop ``bench/e2e.py`` and ``bench/regime.py`` share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 

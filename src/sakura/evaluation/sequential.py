@@ -11,19 +11,20 @@ from sakura.edge_client import LevelPolicy
 from sakura.edge_client.planning import MAX_IN_FLIGHT
 from sakura.edge_client.timeline import ShardTiming, Timeline
 from sakura.evaluation.cachegen import select_config
+from sakura.evaluation.stages import arrived, first_byte
 
 if TYPE_CHECKING:
     from sakura.evaluation.simulator import EditSimulator
 
 
-def ondevice(sim: "EditSimulator", system: str) -> Timeline:
+def ondevice(sim: EditSimulator, system: str) -> Timeline:
     """Download what the baseline needs (cold), then compute everything on the phone."""
     nbytes = sim.g.prepared_bytes if system == "on-device-prepared" else sim.g.source_bytes
     t = 0.0 if sim.warm_template else sim.fetched(0.0, nbytes)
     return Timeline(system, [], compute_start=t, compute_end=t + sim.g.ondevice_compute_s(system))
 
 
-def sequential(sim: "EditSimulator", policy: LevelPolicy, system: str) -> Timeline:
+def sequential(sim: EditSimulator, policy: LevelPolicy, system: str) -> Timeline:
     """Fetch everything (levels chosen as the pipelined client would), decode it, then compute."""
     est, t = sim.primed_estimator(), sim.preamble_done()
     shards: list[ShardTiming] = []
@@ -32,11 +33,11 @@ def sequential(sim: "EditSimulator", policy: LevelPolicy, system: str) -> Timeli
         ctx = sim._context(i, request, est, [], t, request, link_free)
         shard = sim._fetch(i, policy.choose(ctx), request, link_free, est, None, [], t)
         shards.append(shard)
-        link_free, request = shard.arrived_at, _next_request(sim, shards)
+        link_free, request = arrived(shard), _next_request(sim, shards)
     return _decode_then_compute(sim, system, shards, link_free)
 
 
-def cachegen(sim: "EditSimulator", ladder: list[str], system: str) -> Timeline:
+def cachegen(sim: EditSimulator, ladder: list[str], system: str) -> Timeline:
     """CacheGen adapted to DiT, by its own rule (:func:`~sakura.evaluation.cachegen.select_config`):
     per chunk (shard) the finest configuration whose transfer at the last measured throughput
     fits ``SLO / chunks``, else its text fallback: the phone computes that chunk, which needs
@@ -55,34 +56,34 @@ def cachegen(sim: "EditSimulator", ladder: list[str], system: str) -> Timeline:
             shards.append(ShardTiming(i, level=sim.g.levels[-1], source="computed"))
             continue
         shard = sim._fetch(i, level, request, link_free, None, None, [], t, rate=throughput)
-        throughput = shard.bytes / max(shard.arrived_at - shard.first_byte_at, 1e-6)
-        shard.decode_started_at = max(shard.arrived_at, decode_free)
+        throughput = shard.bytes / max(arrived(shard) - first_byte(shard), 1e-6)
+        shard.decode_started_at = max(arrived(shard), decode_free)
         shard.decoded_at = decode_free = shard.decode_started_at + sim.g.decode_s[level][i]
         shards.append(shard)
-        link_free, request = shard.arrived_at, _next_request(sim, [s for s in shards if not s.computed])
+        link_free, request = arrived(shard), _next_request(sim, [s for s in shards if not s.computed])
     return _compute_after(sim, shards, system, decode_free + _fallback_compute(sim, shards))
 
 
-def _fallback_compute(sim: "EditSimulator", shards: list[ShardTiming]) -> float:
+def _fallback_compute(sim: EditSimulator, shards: list[ShardTiming]) -> float:
     """Computing the shards left to the phone (every block below each, in its pass)."""
     return sim.g.template_compute_s(s.index for s in shards if s.computed)
 
 
-def _next_request(sim: "EditSimulator", shards: list[ShardTiming]) -> float:
+def _next_request(sim: EditSimulator, shards: list[ShardTiming]) -> float:
     """When a client fetching without the pipeline's queues sends the next request: once the
     last is near done, never with more than ``MAX_IN_FLIGHT`` out."""
-    window = shards[-MAX_IN_FLIGHT].arrived_at if len(shards) >= MAX_IN_FLIGHT else 0.0
+    window = arrived(shards[-MAX_IN_FLIGHT]) if len(shards) >= MAX_IN_FLIGHT else 0.0
     return max(window, sim._near_done(shards[-1]))
 
 
-def _decode_then_compute(sim: "EditSimulator", system: str, shards: list[ShardTiming], t: float) -> Timeline:
+def _decode_then_compute(sim: EditSimulator, system: str, shards: list[ShardTiming], t: float) -> Timeline:
     for shard in shards:
         shard.decode_started_at = t
         shard.decoded_at = t = t + sim.g.decode_s[shard.level][shard.index]
     return _compute_after(sim, shards, system, t)
 
 
-def _compute_after(sim: "EditSimulator", shards: list[ShardTiming], system: str, t: float) -> Timeline:
+def _compute_after(sim: EditSimulator, shards: list[ShardTiming], system: str, t: float) -> Timeline:
     """Every shard is on the phone at ``t``: the model computes without a stall."""
     edit = Timeline(system, [], compute_start=t)
     for shard in shards:

@@ -37,8 +37,8 @@ are on the phone from an earlier edit, the KV is not.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from sakura.edge_client import LevelPolicy, PlanContext
 from sakura.edge_client.estimator import BandwidthEstimator
@@ -58,12 +58,12 @@ from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
 from sakura.evaluation.geometry import EditGeometry
 from sakura.evaluation.oracle import oracle_policy
 from sakura.evaluation.sequential import cachegen, ondevice, sequential
-from sakura.evaluation.stages import PipelineStages
+from sakura.evaluation.stages import PipelineStages, arrived, consumed, first_byte
 from sakura.platform.traces import BandwidthTrace
 
 ONDEVICE_SYSTEMS = ("on-device", "on-device-uncached", "on-device-prepared")
-SYSTEMS = ("sakura", "sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen", "cachegen-matched",
-           *ONDEVICE_SYSTEMS, "oracle")
+SYSTEMS = ("sakura", "sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen",
+           "cachegen-matched", *ONDEVICE_SYSTEMS, "oracle")
 
 
 class EditSimulator:
@@ -108,7 +108,8 @@ class EditSimulator:
         objects bundled with it (the live client's preamble request); warm, at once."""
         if self.warm_template:
             return 0.0
-        return self.fetched(0.0, self.g.manifest_bytes + (self.g.context_bytes if context_bytes is None else context_bytes))
+        objects = self.g.context_bytes if context_bytes is None else context_bytes
+        return self.fetched(0.0, self.g.manifest_bytes + objects)
 
     def primed_estimator(self) -> BandwidthEstimator:
         """What a phone that used the link for the last three seconds would know (nothing if cold)."""
@@ -174,9 +175,9 @@ class EditSimulator:
         if asks_first_shard(policy, est.estimate()) and not self.warm_template:
             # asked for with the preamble, at the smallest level: its bytes follow the preamble's
             shard = self._fetch(0, self.g.levels[0], 0.0, t, None, None, [], t)
-            est.observe(shard.bytes, max(shard.arrived_at - shard.first_byte_at, 1e-6))
+            est.observe(shard.bytes, max(arrived(shard) - first_byte(shard), 1e-6))
             run.waiting.append(shard)
-            run.link_free = shard.arrived_at
+            run.link_free = arrived(shard)
         for i in range(len(run.waiting), self.n):
             if hybrid and self._may_compute(i, run):
                 if self.cold and i > 0 and not self._template_s(stages.edit.shards):
@@ -193,7 +194,7 @@ class EditSimulator:
             run.t = stages.hand_over(run.waiting.popleft(), run.t)
         return stages.edit
 
-    def _leave_to_phone(self, shard: ShardTiming, run: "_Run") -> None:
+    def _leave_to_phone(self, shard: ShardTiming, run: _Run) -> None:
         """In one pass of the reference tokens the shard waits for the model to reach it (it may be
         taken back meanwhile); per-step models hand it, and the downloads before it, over at once."""
         if self.g.kv_cached:
@@ -203,24 +204,24 @@ class EditSimulator:
             run.stages.hand_over(run.waiting.popleft(), run.t)
         run.stages.hand_over(shard, run.t)
 
-    def _make_room(self, run: "_Run") -> None:
+    def _make_room(self, run: _Run) -> None:
         """Wait until the next request may leave (:meth:`EditPipeline._make_room`)."""
         if len(run.waiting) >= MAX_IN_FLIGHT:
             run.t = run.stages.hand_over(run.waiting.popleft(), run.t)
         if run.waiting:
             run.t = max(run.t, self._near_done(run.waiting[-1]))
-        while run.waiting and run.waiting[0].arrived_at <= run.t:
+        while run.waiting and arrived(run.waiting[0]) <= run.t:
             run.t = run.stages.hand_over(run.waiting.popleft(), run.t)
         self._reach(run, 0)
 
-    def _request(self, i: int, run: "_Run", level: str) -> None:
+    def _request(self, i: int, run: _Run, level: str) -> None:
         done = run.stages.edit.shards
         shard = self._fetch(i, level, run.t, run.link_free, run.est, run.policy if run.abandon else None, done,
                             run.stages.edit.compute_start)
         run.waiting.append(shard)
-        run.link_free = shard.arrived_at
+        run.link_free = arrived(shard)
 
-    def _take_back(self, run: "_Run") -> None:
+    def _take_back(self, run: _Run) -> None:
         """The live fetch stage's re-planning the other way (:meth:`EditPipeline._take_back`): the
         top of the prefix left to the phone is fetched after all, one block at a time, while the
         policy says so and the model has not reached it."""
@@ -235,7 +236,7 @@ class EditSimulator:
             self._request(run.left.pop().index, run, level)
             run.waiting[-1].taken_back = True
 
-    def _reach(self, run: "_Run", count: int) -> float:
+    def _reach(self, run: _Run, count: int) -> float:
         """The model computes the shards left to the phone that it has reached by ``run.t``, and the
         first ``count`` of them whenever it reaches them; returns when the last of those is computed
         (``run.t`` if none)."""
@@ -243,7 +244,7 @@ class EditSimulator:
         while run.left and run.left[0].index == len(stages.edit.shards) and (
                 count > 0 or stages.next_needed <= run.t):
             stages.hand_over(run.left.pop(0), run.t)
-            at, count = max(at, stages.edit.shards[-1].consumed_at), count - 1
+            at, count = max(at, consumed(stages.edit.shards[-1])), count - 1
         return at
 
     @property
@@ -251,7 +252,7 @@ class EditSimulator:
         """The template's source the hybrid fetches with the context objects (the reference latents)."""
         return max(0, self.g.prepared_bytes - self.g.context_bytes)
 
-    def _may_compute(self, i: int, run: "_Run") -> bool:
+    def _may_compute(self, i: int, run: _Run) -> bool:
         """Shard ``i`` can still be computed: it starts a pass, or the shard before it is computed
         or left to the phone."""
         if i % self.g.shards_per_step == 0:
@@ -277,8 +278,9 @@ class EditSimulator:
         size, rate = self.g.sizes[shard.level][i], self._rates.get(i)
         if rate is None or shard.decoded_at is None or shard.decoded_at <= needed:
             return False
-        received = int(min(size, self.delivered(shard.first_byte_at, needed))) if needed > shard.first_byte_at else 0
-        due = max(needed, shard.first_byte_at) + (size - received) / rate + self._mean_decode[shard.level]
+        first = first_byte(shard)
+        received = int(min(size, self.delivered(first, needed))) if needed > first else 0
+        due = max(needed, first) + (size - received) / rate + self._mean_decode[shard.level]
         known = self._template_s(edit.shards)
         if (not known and frontier != i) or due <= needed + sum(known[frontier:i + 1]):
             return False
@@ -294,8 +296,8 @@ class EditSimulator:
         progress, whichever comes first; requested without an estimate, at its first byte."""
         timer = self._timers.get(shard.index)
         if timer is None:
-            return shard.first_byte_at
-        return min(shard.arrived_at, timer, max(shard.first_byte_at, shard.arrived_at - self.rtt))
+            return first_byte(shard)
+        return min(arrived(shard), timer, max(first_byte(shard), arrived(shard) - self.rtt))
 
     def _consume(self, edit: Timeline, shard: ShardTiming, available: float) -> None:
         """The model asks for ``shard`` after its compute since the previous one (or the start) and
@@ -320,7 +322,7 @@ class EditSimulator:
         before = edit.shards[-1] if edit.shards else None
         if before is None:
             return edit.compute_start + self.g.startup_s
-        return before.consumed_at + self.g.gaps_s[index - 1]
+        return consumed(before) + self.g.gaps_s[index - 1]
 
     def _fetch(self, i: int, level: str, t: float, link_free: float, est: BandwidthEstimator | None,
                policy: LevelPolicy | None, consumed: list[ShardTiming], compute_start: float,
@@ -374,7 +376,7 @@ class EditSimulator:
             at += ABANDON_CHECK_S
         return None
 
-    def _run_context(self, i: int, run: "_Run", can_compute: bool = False) -> PlanContext:
+    def _run_context(self, i: int, run: _Run, can_compute: bool = False) -> PlanContext:
         edit = run.stages.edit
         return self._context(i, run.t, run.est, edit.shards, edit.compute_start, run.stages.decode_free,
                              run.link_free, can_compute, run.left)
@@ -391,7 +393,7 @@ class EditSimulator:
             startup = startup if 0 in asked else 0.0
             gaps = [gap if j + 1 in asked else 0.0 for j, gap in enumerate(gaps)]
         known = [s for s in done if s.consumed_at is not None and s.consumed_at <= now]
-        last = (known[-1].index, known[-1].consumed_at) if known else None
+        last = (known[-1].index, consumed(known[-1])) if known else None
         return plan_context(now, i, levels=g.levels, shards=self._options, utility=self._utility,
                             estimate=est.estimate(), rtt_s=est.rtt_s, compute=gaps, startup=startup,
                             decode_s=self._mean_decode, compute_start=compute_start, last_consumed=last,

@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sakura.edge_client.planning import MAX_AHEAD
 from sakura.edge_client.timeline import ShardTiming, Timeline
 
 if TYPE_CHECKING:
     from sakura.evaluation.simulator import EditSimulator
+
+
+def arrived(shard: ShardTiming) -> float:
+    """When the last byte of a fetched shard arrived (set once it is requested)."""
+    assert shard.arrived_at is not None, f"shard {shard.index} was not fetched"
+    return shard.arrived_at
+
+
+def first_byte(shard: ShardTiming) -> float:
+    """When the first byte of a fetched shard arrived (set once it is requested)."""
+    assert shard.first_byte_at is not None, f"shard {shard.index} was not fetched"
+    return shard.first_byte_at
+
+
+def consumed(shard: ShardTiming) -> float:
+    """When the model took ``shard`` (set once it is in the edit's shards)."""
+    assert shard.consumed_at is not None, f"shard {shard.index} was not consumed"
+    return shard.consumed_at
 
 
 class PipelineStages:
@@ -19,7 +38,7 @@ class PipelineStages:
     shards wait there (:meth:`StreamingKV.offer`); the model takes shards in index order, so one
     handed over before those below it (taken back from the phone) waits for them."""
 
-    def __init__(self, sim: "EditSimulator", edit: Timeline,
+    def __init__(self, sim: EditSimulator, edit: Timeline,
                  extend: Callable[[Timeline, ShardTiming, float], bool] | None = None, window: int = MAX_AHEAD) -> None:
         self.sim, self.edit, self.extend, self.window = sim, edit, extend, window
         self.offered: list[float] = []  # per shard handed over: when the decoder gave it to the model
@@ -42,12 +61,13 @@ class PipelineStages:
             self.offered.append(self.decode_free)
             self._take(shard, t)
             return t
-        put = max(t, shard.arrived_at)
-        if k >= w and done[k - w].decode_started_at is not None:  # None: computed
-            put = max(put, done[k - w].decode_started_at)
+        put = max(t, arrived(shard))
+        before = done[k - w] if k >= w else None  # the shard ``window`` ahead of it
+        if before is not None and before.decode_started_at is not None:  # None: computed
+            put = max(put, before.decode_started_at)
         shard.decode_started_at = max(put, self.decode_free)
         shard.decoded_at = shard.decode_started_at + self.sim.g.decode_s[shard.level][k]
-        offered = shard.decoded_at if k < w else max(shard.decoded_at, done[k - w].consumed_at)
+        offered = shard.decoded_at if before is None else max(shard.decoded_at, consumed(before))
         self.offered.append(offered)
         self._take(shard, offered)
         return put

@@ -50,7 +50,8 @@ def load_cases(store_uri: str, spec: TemplateSpec, resolution: int) -> list[Temp
             payloads[level.name] = [read_shard_payload(store, level.key, s.levels[level.name]) for s in manifest.shards]
         image = fit_image(load_image(entry.image, spec.base_dir), resolution)
         photo = fit_image(load_image(USER_PHOTOS.get(entry.task.value, DEFAULT_PHOTO)), resolution)
-        cases.append(TemplateCase(manifest, payloads, Template(image, entry.prompt, entry.task.value), EditRequest(photo, seed=1)))
+        template = Template(image, entry.prompt, entry.task.value)
+        cases.append(TemplateCase(manifest, payloads, template, EditRequest(photo, seed=1)))
     return cases
 
 

@@ -15,9 +15,9 @@ The names of :data:`WORKLOADS` are what benches take (``bench/e2e.py --workload 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Sequence
 
 from sakura.evaluation.architectures import EditFlops, edit_flops
 from sakura.evaluation.fidelity import FidelityTable
@@ -134,7 +134,7 @@ class CodecRates:
     lossless: str  # SAKURA's lossless level
 
     @classmethod
-    def from_geometries(cls, geometries: Sequence[EditGeometry]) -> "CodecRates":
+    def from_geometries(cls, geometries: Sequence[EditGeometry]) -> CodecRates:
         g0 = geometries[0]
         raw = sum(sum(g.raw_bytes) for g in geometries)
         size = {lv: sum(sum(g.sizes[lv]) for g in geometries) / raw for lv in g0.sizes}

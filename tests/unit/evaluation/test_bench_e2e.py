@@ -27,8 +27,8 @@ def test_e2e_writes_every_figure_the_issue_names(tmp_path, monkeypatch):
                      "--starts", "2", "--repeats", "1"]) == 0
     report = json.loads(out.read_text())
     for family in [*PICK, "cellular", "overall"]:
-        for system in ("sakura", "sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen",
-                       "on-device", "oracle"):
+        for system in ("sakura", "sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential",
+                       "cachegen", "on-device", "oracle"):
             assert set(report["families"][family][system]) == {"median_s", "p90_s", "psnr_db"}
         assert set(report["ratios"][family]) >= {"cachegen_over_sakura", "ondevice_over_sakura", "sakura_over_oracle"}
         assert set(report["ondevice_by_token_ratio"][family]) == {"1", "2", "4"}
@@ -42,7 +42,8 @@ def test_e2e_writes_every_figure_the_issue_names(tmp_path, monkeypatch):
     warm = report["warm"]["families"]["overall"]
     assert warm["sakura"]["median_s"] <= 1.05 * min(warm[s]["median_s"] for s in
                                                     ("on-device", "on-device-prepared", "sakura-fetch-only"))
-    assert {p.name for p in plots.iterdir()} >= {"latency-cdf.png", "timeline-norway-hsdpa.png", "bandwidth-lumos-5g.png"}
+    assert {p.name for p in plots.iterdir()} >= {"latency-cdf.png", "timeline-norway-hsdpa.png",
+                                                 "bandwidth-lumos-5g.png"}
     sys.modules.pop("e2e", None)
 
 

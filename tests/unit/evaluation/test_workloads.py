@@ -10,8 +10,7 @@ import pytest
 
 from sakura.evaluation.architectures import edit_flops, klein_architecture
 from sakura.evaluation.profiles import device_profile
-from sakura.evaluation.workloads import (WORKLOADS, Analytic, CodecRates, Measured, analytic_geometry,
-                                         workload_spec)
+from sakura.evaluation.workloads import WORKLOADS, Analytic, CodecRates, Measured, analytic_geometry, workload_spec
 from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, KLEIN_CHECK
 
 CAPTURE = Path(__file__).resolve().parents[3] / "bench" / "out" / "capture-klein-4b-shape.json"
@@ -22,7 +21,8 @@ TOLERANCE = 0.25
 def _measured_blocks(part: dict) -> dict[str, tuple[float, int]]:
     """kind -> (fastest replay wall seconds of one built block, its K + V bytes at fp16)."""
     m = part["measurement"]
-    return {kind: (min(m["seconds"]["wall"]["replay"][kind]), m["kv_bytes_fp16"][kind][0]) for kind in ("double", "single")}
+    return {kind: (min(m["seconds"]["wall"]["replay"][kind]), m["kv_bytes_fp16"][kind][0])
+            for kind in ("double", "single")}
 
 
 def _cases() -> list[tuple[str, object, int, dict]]:
@@ -82,7 +82,8 @@ def test_a_per_step_edit_needs_every_block_at_every_step():
     assert g.ondevice_compute_s("on-device") == pytest.approx(g.ondevice_compute_s("on-device-uncached"))
     f, per_s = edit_flops("sd35-medium", reference=512, output=512, steps=2), device_profile("flagship-npu").flops_per_s
     assert g.gaps_s[22] == pytest.approx(f.cached[22] / per_s)
-    assert g.gaps_s[23] == pytest.approx((f.cached[23] + f.outside_per_step) / per_s)  # the step's last block, then the next step's embedders
+    # the step's last block, then the next step's embedders
+    assert g.gaps_s[23] == pytest.approx((f.cached[23] + f.outside_per_step) / per_s)
     assert g.gaps_s[-1] == pytest.approx((f.cached[23] + f.vae_decode) / per_s)
     assert len(g.shard_compute_s) == g.shards
 
