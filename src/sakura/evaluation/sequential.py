@@ -43,15 +43,17 @@ def cachegen(sim: EditSimulator, ladder: list[str], system: str) -> Timeline:
     fits ``SLO / chunks``, else its text fallback: the phone computes that chunk, which needs
     the reference pass through every block below it in the same step. Decode streams with the
     fetch; the fallbacks are computed once everything is decoded, then the model runs (no
-    compute overlap)."""
-    est = sim.primed_estimator()
+    compute overlap). A fresh session has measured nothing: its first chunk goes at the coarsest
+    configuration, and its transfer is the first measurement."""
+    estimate = sim.primed_estimator().estimate()
     t = sim.preamble_done(sim.g.prepared_bytes)
-    throughput = est.estimate().bytes_per_s  # type: ignore[union-attr]
+    throughput = None if estimate is None else estimate.bytes_per_s
     budget = sim.cachegen_slo_s / sim.n
     shards: list[ShardTiming] = []
     request = link_free = decode_free = t
     for i in range(sim.n):
-        level = select_config({lv: sim.g.sizes[lv][i] for lv in ladder}, throughput, budget, ladder)
+        sizes = {lv: sim.g.sizes[lv][i] for lv in ladder}
+        level = ladder[0] if throughput is None else select_config(sizes, throughput, budget, ladder)
         if level is None:
             shards.append(ShardTiming(i, level=sim.g.levels[-1], source="computed"))
             continue

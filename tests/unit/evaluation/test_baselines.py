@@ -61,6 +61,12 @@ def test_cachegen_recomputes_every_chunk_on_a_hopeless_link_and_fetches_its_fine
     assert {s.level for s in fast.shards} == {"cachegen-fine"} and not any(s.computed for s in fast.shards)
 
 
+def test_a_fresh_cachegen_session_fetches_its_first_chunk_coarsest_then_adapts(klein):
+    cold = _sim(klein, 100_000.0, cold=True).run("cachegen")
+    assert cold.shards[0].level == "cachegen-low" and not cold.shards[0].computed
+    assert {s.level for s in cold.shards[1:]} == {"cachegen-fine"}
+
+
 def test_cachegen_slo_moves_its_choice(klein):
     """SLO / chunks is its per-chunk budget: a longer SLO buys finer levels on the same link."""
     def levels(slo: float) -> set[str]:
