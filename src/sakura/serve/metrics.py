@@ -88,7 +88,8 @@ class RayRecorder:
                             for m in METRICS if m.kind == "histogram"}
 
     def add(self, metric: MetricSpec, amount: float, tags: dict[str, str]) -> None:
-        self._counters[metric.name].inc(amount, tags=tags)
+        if amount > 0:  # Ray's counters raise on an increment of 0 (a 304, a redirect: no body bytes)
+            self._counters[metric.name].inc(amount, tags=tags)
 
     def observe(self, metric: MetricSpec, value: float, tags: dict[str, str]) -> None:
         self._histograms[metric.name].observe(value, tags=tags)
