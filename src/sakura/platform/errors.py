@@ -6,6 +6,9 @@ client can report the same failure the same way.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class SakuraError(Exception):
     """Base class of every error SAKURA raises on purpose."""
@@ -46,3 +49,41 @@ class CodecError(SakuraError, ValueError):
     """A shard payload is malformed, truncated, corrupt or hostile, or cannot be encoded."""
 
     code = "invalid_shard"
+
+
+# -- the template library ------------------------------------------------------------
+class LibraryError(SakuraError, LookupError):
+    code = "not_found"
+
+
+class UnknownTemplate(LibraryError):
+    """No version of the template was ever published (a typo, most often): ``suggestions`` are
+    the closest ids the caller knows of."""
+
+    code = "unknown_template"
+
+    def __init__(self, template_id: str, suggestions: Iterable[str] = ()) -> None:
+        self.template_id, self.suggestions = template_id, list(suggestions)
+        hint = f"; did you mean {' or '.join(map(repr, self.suggestions))}?" if self.suggestions else ""
+        super().__init__(f"unknown template {template_id!r}{hint}")
+
+    def suggest(self, known: Iterable[str]) -> UnknownTemplate:
+        """The same error with the ids of ``known`` closest to the one asked for."""
+        close = difflib.get_close_matches(self.template_id, list(known), n=3, cutoff=0.6)
+        return UnknownTemplate(self.template_id, close)
+
+
+class VersionRetired(LibraryError):
+    """gc has begun deleting the version: no alias may point at it any more."""
+
+    code = "version_retired"
+
+
+class ModelChange(SakuraError, ValueError):
+    """Moving an alias would switch the model its phones need (another model name or weights)."""
+
+    code = "model_change"
+
+
+class AliasUnreadable(SakuraError, ValueError):
+    code = "alias_unreadable"

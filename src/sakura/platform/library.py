@@ -39,7 +39,6 @@ mark was written is reinstated at once. A version that gc finds aliased after it
 from __future__ import annotations
 
 import contextlib
-import difflib
 import logging
 import threading
 import time
@@ -47,7 +46,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from sakura.platform import layout
-from sakura.platform.errors import SakuraError
+from sakura.platform.errors import (  # the library's errors, importable from here as before
+    AliasUnreadable,
+    LibraryError,
+    ModelChange,
+    UnknownTemplate,
+    VersionRetired,
+)
 from sakura.platform.ids import is_template_id
 from sakura.platform.manifest import AliasDoc, LevelEntry, Manifest, ManifestError
 from sakura.platform.store import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, open_store
@@ -80,43 +85,6 @@ CLAIM_RENEW_S = 600.0
 RETIRE_GRACE_S = 3600.0
 _CLAIM, _MANIFEST, _MARK = "claim.json", "manifest.json", "retired.json"
 log = logging.getLogger("sakura.library")
-
-
-class LibraryError(SakuraError, LookupError):
-    code = "not_found"
-
-
-class UnknownTemplate(LibraryError):
-    """No version of the template was ever published (a typo, most often): ``suggestions`` are
-    the closest ids the caller knows of."""
-
-    code = "unknown_template"
-
-    def __init__(self, template_id: str, suggestions: Iterable[str] = ()) -> None:
-        self.template_id, self.suggestions = template_id, list(suggestions)
-        hint = f"; did you mean {' or '.join(map(repr, self.suggestions))}?" if self.suggestions else ""
-        super().__init__(f"unknown template {template_id!r}{hint}")
-
-    def suggest(self, known: Iterable[str]) -> UnknownTemplate:
-        """The same error with the ids of ``known`` closest to the one asked for."""
-        close = difflib.get_close_matches(self.template_id, list(known), n=3, cutoff=0.6)
-        return UnknownTemplate(self.template_id, close)
-
-
-class VersionRetired(LibraryError):
-    """gc has begun deleting the version: no alias may point at it any more."""
-
-    code = "version_retired"
-
-
-class ModelChange(SakuraError, ValueError):
-    """Moving an alias would switch the model its phones need (another model name or weights)."""
-
-    code = "model_change"
-
-
-class AliasUnreadable(SakuraError, ValueError):
-    code = "alias_unreadable"
 
 
 class TemplateLibrary:
