@@ -38,6 +38,7 @@ SHARD_LEVEL = "X-Sakura-Level"
 #: published templates are listed) and still have a next one: the end is ``next_cursor: null``.
 CATALOGUE_LIMIT = 100
 MAX_CATALOGUE_LIMIT = 1000
+_MAX_CURSOR = 172  # base64 of the longest key segment (128 characters)
 
 
 def encode_cursor(after: str) -> str:
@@ -47,7 +48,7 @@ def encode_cursor(after: str) -> str:
 
 def decode_cursor(cursor: str) -> str:
     """The store folder a cursor continues after; ValueError if it is not one of ours."""
-    if len(cursor) > 128:
+    if len(cursor) > _MAX_CURSOR:
         raise ValueError("cursor too long")
     try:
         after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
