@@ -31,7 +31,8 @@ def test_sakura_serve_starts_serves_and_stops_quietly_on_a_signal(tmp_path, stop
         deadline = time.time() + 120
         while time.time() < deadline:
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/v1/templates", timeout=2).json() == {"templates": []}:
+                catalogue = httpx.get(f"http://127.0.0.1:{port}/v1/templates", timeout=2).json()
+                if catalogue == {"templates": [], "next_cursor": None}:
                     break
             except (httpx.HTTPError, ValueError):
                 time.sleep(0.5)
