@@ -18,6 +18,8 @@ from tests.helpers import dashboard_queries, make_library, promql_metric_names
 from tests.integration.conftest import serve_apps
 
 APP = "metrics-test"
+#: Counters of the events the test causes once each: it waits until every one has been exported.
+EVENTS = ("ray_sakura_store_errors_total", "ray_sakura_corrupt_shards_total", "ray_sakura_shard_tier_hits_total")
 REQUESTS = 40
 SERIES = re.compile(r"^([a-zA-Z_:][\w:]*)\{(.*)\} (\S+)$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -44,6 +46,11 @@ def series(text: str, name: str) -> list[tuple[dict[str, str], float]]:
             if labels.get("application", "").startswith(APP):
                 found.append((labels, float(match.group(3))))
     return found
+
+
+def exported(text: str) -> set[str]:
+    """Every series name on the endpoint, any application's."""
+    return {m.group(1) for m in map(SERIES.match, text.splitlines()) if m}
 
 
 def total(text: str, name: str, **tags: str) -> float:
@@ -82,11 +89,13 @@ def test_counters_sum_over_replicas_grow_monotonically_and_every_dashboard_metri
         assert client.get("/v1/templates/tpl/versions/1/shards/0/medium").status_code >= 500
 
         readings, text = [], ""
+        dashboard_names = set().union(*map(promql_metric_names, dashboard_queries()))
         deadline = time.time() + 60
         while time.time() < deadline:
             text = scrape(ray_cluster.metrics_port)
             readings.append(total(text, "ray_sakura_requests_total", route=http_api.MANIFEST))
-            if readings[-1] >= REQUESTS and total(text, "ray_sakura_store_errors_total") >= 1:
+            arrived = [total(text, name) for name in EVENTS]  # each process reports on its own clock
+            if readings[-1] >= REQUESTS and all(arrived) and dashboard_names <= exported(text):
                 break
             time.sleep(0.5)
 
@@ -102,6 +111,5 @@ def test_counters_sum_over_replicas_grow_monotonically_and_every_dashboard_metri
     assert total(text, "ray_sakura_corrupt_shards_total") == 1
     assert total(text, "ray_sakura_store_errors_total", kind="missing") >= 1
     assert total(text, "ray_sakura_shard_tier_hits_total", tier="store") == 1
-    exported = {m.group(1) for m in map(SERIES.match, text.splitlines()) if m}
     for expr in dashboard_queries():
-        assert promql_metric_names(expr) <= exported, expr
+        assert promql_metric_names(expr) <= exported(text), expr
