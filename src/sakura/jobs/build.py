@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ class Row:
     kv_bytes_fp16: int = 0
     seconds: float = 0.0
     error: str = ""  # why it failed, or a warning about a published version
+    node: str = ""  # the Ray node that built it (empty: built in this process)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -64,7 +65,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="noise level edits start from: 1.0 pure noise, lower keeps more of the user's photo")
     p.add_argument("--calibration", type=int, default=2,
                    help="calibration requests per template (sample photos that score the KV blocks)")
-    p.add_argument("--workers", type=int, default=1, help="Ray actors (one model each)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="Ray actors (one model each), spread over the cluster's nodes")
     p.add_argument("--cpus-per-worker", type=float, default=1.0,
                    help="CPUs reserved per actor; also sets its thread count")
     p.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per actor (clusters with GPUs)")
@@ -85,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         progress.update(row.template_id, f"{row.status} (v{row.version})", done=True)
     if jobs:
-        rows += run_jobs(args, settings, library, jobs, progress)
+        # With --json, stdout carries the JSON alone: Ray prints cluster events (a node lost...) to
+        # whatever sys.stdout is, from a thread of its own, so they go to stderr meanwhile.
+        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+            rows += run_jobs(args, settings, library, jobs, progress)
     progress.close()
     if args.json:
         print(json.dumps([asdict(r) for r in sorted(rows, key=lambda r: r.template_id)], indent=1))
@@ -185,9 +190,26 @@ def _renew(library: TemplateLibrary, jobs: list[BuildJob]) -> None:
             library.renew_claim(job.entry.id, job.version)
 
 
+#: Tries per template when its actor dies (a node lost, an OOM kill); a build error is not retried.
+BUILD_ATTEMPTS = 3
+
+
+class _RayTemplateBuilder(TemplateBuilder):
+    """The Ray actor: a builder whose outcomes name the node that built them."""
+
+    def build(self, job: BuildJob) -> BuildOutcome:
+        import ray
+
+        outcome = super().build(job)
+        outcome.node = ray.get_runtime_context().get_node_id()
+        return outcome
+
+
 def run_jobs(args: argparse.Namespace, settings: BuildSettings, library: TemplateLibrary, jobs: list[BuildJob],
              progress: Progress) -> list[Row]:
-    """Fan jobs out over a pool of builder actors; a job whose actor dies is reported, not retried."""
+    """Fan jobs out over a pool of builder actors, spread over the cluster's nodes. A job whose
+    actor dies is retried on a new actor under a new version (the old claim is abandoned, so a
+    zombie builder can never publish or clobber it), up to :data:`BUILD_ATTEMPTS` tries."""
     import ray
 
     owns_ray = not ray.is_initialized()  # a caller (a test, a notebook) may have connected already
@@ -196,16 +218,17 @@ def run_jobs(args: argparse.Namespace, settings: BuildSettings, library: Templat
                       else "starting a local Ray (about 10 s)")
         join_or_start(args.ray_address)
     env = store_environment(settings.store, *dict(settings.tiers).values())  # actors see only their node's
-    builder = ray.remote(TemplateBuilder).options(num_cpus=args.cpus_per_worker, num_gpus=args.num_gpus,
-                                                  **({"runtime_env": {"env_vars": env}} if env else {}))
+    builder = ray.remote(_RayTemplateBuilder).options(
+        num_cpus=args.cpus_per_worker, num_gpus=args.num_gpus, scheduling_strategy="SPREAD",
+        **({"runtime_env": {"env_vars": env}} if env else {}))
+    threads = max(1, int(args.cpus_per_worker))
     rows: list[Row] = []
     queue = list(jobs)
+    tries = {job.entry.id: 1 for job in jobs}
     running: dict[Any, tuple[BuildJob, Any]] = {}  # object ref -> (job, actor handle)
-    idle: list[Any] = []  # actor handles
+    idle: list[Any] = [builder.remote(settings, threads=threads) for _ in range(max(1, min(args.workers, len(jobs))))]
     renewed = time.monotonic()
     try:
-        threads = max(1, int(args.cpus_per_worker))
-        idle += [builder.remote(settings, threads=threads) for _ in range(max(1, min(args.workers, len(jobs))))]
         while queue or running:
             while queue and idle:
                 job, actor = queue.pop(0), idle.pop()
@@ -217,15 +240,23 @@ def run_jobs(args: argparse.Namespace, settings: BuildSettings, library: Templat
                 renewed = time.monotonic()
             if not ready:
                 continue
-            done = ready[0]
-            job, actor = running.pop(done)
+            job, actor = running.pop(ready[0])
             try:
-                outcome: BuildOutcome = ray.get(done)
-            except Exception as exc:  # the build raised, or its actor died
+                outcome: BuildOutcome = ray.get(ready[0])
+            except ray.exceptions.RayActorError as exc:
+                idle.append(builder.remote(settings, threads=threads))
+                retry = _retry_after_lost_actor(library, settings, job, tries, exc)
+                if isinstance(retry, BuildJob):
+                    progress.update(job.entry.id, f"actor lost, retrying as v{retry.version}")
+                    queue.append(retry)
+                else:
+                    progress.update(job.entry.id, "failed", done=True)
+                    rows.append(retry)
+                continue
+            except Exception as exc:  # the build raised
+                idle.append(actor)
                 progress.update(job.entry.id, "failed", done=True)
                 rows.append(Row(job.entry.id, "failed", job.version, error=_first_line(exc)))
-                died = isinstance(exc, ray.exceptions.RayActorError)
-                idle.append(builder.remote(settings, threads=threads) if died else actor)
                 continue
             idle.append(actor)
             rows.append(row := _publish(library, job, outcome, args.allow_model_change))
@@ -237,6 +268,22 @@ def run_jobs(args: argparse.Namespace, settings: BuildSettings, library: Templat
         if owns_ray:
             ray.shutdown()
     return rows
+
+
+def _retry_after_lost_actor(library: TemplateLibrary, settings: BuildSettings, job: BuildJob,
+                            tries: dict[str, int], exc: BaseException) -> BuildJob | Row:
+    """The job again under a fresh claim, or its failed row once it has used every try."""
+    template_id = job.entry.id
+    try:
+        library.abandon_claim(template_id, job.version)
+        if tries[template_id] >= BUILD_ATTEMPTS:
+            return Row(template_id, "failed", job.version,
+                       error=f"its builder died {BUILD_ATTEMPTS} times (last: {_first_line(exc)})")
+        tries[template_id] += 1
+        version = library.claim_version(template_id, job.content_hash, tiers=dict(settings.tiers))
+    except SakuraError as store_exc:  # the store is down: nothing to retry against
+        return Row(template_id, "failed", job.version, error=_first_line(store_exc))
+    return replace(job, version=version)
 
 
 def _publish(library: TemplateLibrary, job: BuildJob, outcome: BuildOutcome, allow_model_change: bool) -> Row:
@@ -251,7 +298,7 @@ def _publish(library: TemplateLibrary, job: BuildJob, outcome: BuildOutcome, all
                    f"`sakura alias set {job.entry.id} latest {outcome.version} --allow-model-change` moves it")
         print(f"sakura build: {job.entry.id}: {warning}", file=sys.stderr)
     return Row(job.entry.id, "published", outcome.version, outcome.level_bytes, outcome.manifest.kv_bytes_fp16,
-               outcome.seconds, warning)
+               outcome.seconds, warning, outcome.node)
 
 
 def print_summary(rows: list[Row]) -> None:

@@ -65,6 +65,7 @@ class BuildOutcome:
     manifest: Manifest
     seconds: float
     level_bytes: dict[str, int] = field(default_factory=dict)
+    node: str = ""  # the Ray node that built it, where one did
 
 
 def content_hash(entry: TemplateEntry, base_dir, fingerprint: str, settings: BuildSettings) -> str:

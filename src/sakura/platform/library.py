@@ -232,6 +232,12 @@ class TemplateLibrary:
                            lambda c: replace(c, renewed_at=time.time()) if c.state == BUILDING else None)
         return claim.state != ABANDONED
 
+    def abandon_claim(self, template_id: str, version: int) -> None:
+        """Give up a building claim now (its builder died): the next :meth:`clean_orphans` deletes
+        its files, and any a zombie builder writes later, and a publish of it fails."""
+        move_claim(self.store, template_id, version,
+                   lambda c: replace(c, state=ABANDONED) if c.state == BUILDING else None)
+
     def publish(self, manifest: Manifest, *, allow_model_change: bool = False) -> int | None:
         """Make a claimed version visible (create-only manifest), then move ``latest`` forward,
         unless it serves a version built for another model and ``allow_model_change`` is not

@@ -247,6 +247,22 @@ def test_a_renewed_claim_is_not_an_orphan(bare):
     assert lib.resolve("tpl", "latest") == alive.version
 
 
+def test_an_abandoned_claim_is_cleaned_at_once_and_never_published(bare):
+    lib, _ = bare
+    lost = build_files(lib, "tpl")  # its builder died after writing the files
+    lib.abandon_claim("tpl", lost.version)
+    assert not lib.renew_claim("tpl", lost.version)
+    with pytest.raises(ClaimAbandoned):
+        lib.publish(lost)
+    assert lib.clean_orphans("tpl") == [lost.version]  # no grace period: nobody holds it
+    assert [o.key for o in lib.store.list(layout.version_prefix("tpl", lost.version))] == [
+        layout.claim_key("tpl", lost.version)]
+    retry = build_files(lib, "tpl")
+    assert retry.version == lost.version + 1
+    lib.publish(retry)
+    assert lib.versions("tpl") == [retry.version]
+
+
 def test_write_once_accepts_its_own_lost_reply_and_nothing_else(bare):
     lib, _ = bare
     write_once(lib.store, "a/b", b"mine")
