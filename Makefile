@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test test-cluster lint bench clean
 
 install: $(STAMP)
 
@@ -21,7 +21,12 @@ demo: $(STAMP)
 	$(VENV)/bin/sakura demo --out demo-out
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not cluster"
+
+# Multi-node Ray on this machine: worker nodes join a head, and tests SIGKILL them mid-build and
+# mid-edit (tests/integration/cluster). A target of its own so each suite stays under 15 minutes.
+test-cluster: $(STAMP)
+	$(PY) -m pytest -q -m cluster tests/integration/cluster
 
 # ruff (style, imports, likely bugs) and mypy (types) over the package, tests and benchmarks.
 lint: $(STAMP)

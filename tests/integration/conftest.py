@@ -73,6 +73,14 @@ def s3_uri(s3_server: S3Server) -> str:
     return f"s3://{s3_server.new_bucket()}/lib?endpoint={s3_server.endpoint}"
 
 
+def ray_environment(**extra: str) -> dict[str, str]:
+    """What a test node's Ray processes start with: none of the driver's S3 credentials, and node
+    failure detected within about 2 s of a raylet's death (a dead node refuses the health check at
+    once; a busy one still has the default 10 s per check)."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+            "RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "4", **extra}
+
+
 class RayCluster:
     """A Ray head started once per test session; in-process code and subprocesses both join it.
 
@@ -96,8 +104,7 @@ class RayCluster:
              "--include-dashboard=false", "--disable-usage-stats", f"--metrics-export-port={self.metrics_port}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             # metrics reach the endpoint within a second (Ray's default: every 10 s)
-            env={**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-                 "RAY_metrics_report_interval_ms": "1000"})
+            env=ray_environment(RAY_metrics_report_interval_ms="1000"))
         deadline = time.time() + 120
         while time.time() < deadline:
             with socket.socket() as s:
@@ -113,7 +120,7 @@ class RayCluster:
 
         try:
             os.killpg(self._proc.pid, signal.SIGTERM)
-            self._proc.wait(timeout=30)
+            self._proc.wait(timeout=10)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
         try:
@@ -145,7 +152,7 @@ def ray_cluster() -> Iterator[RayCluster]:
 
 @contextlib.contextmanager
 def serve_apps(apps: dict[str, dict], *, health: str = "/healthz", num_replicas: int = 1,
-               name: str = "app") -> Iterator[str]:
+               name: str = "app", actor_options: dict | None = None) -> Iterator[str]:
     """Ray Serve on a free loopback port with one ``build_app(args)`` per route prefix (applications
     ``{name}0``, ``{name}1``...), ready when ``health`` answers; shut down afterwards (a later
     module's ``serve.start`` would otherwise attach to this instance and never listen on its own
@@ -156,10 +163,12 @@ def serve_apps(apps: dict[str, dict], *, health: str = "/healthz", num_replicas:
     from sakura.serve.app import build_app
 
     port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    # one proxy, on the head: worker nodes on this machine would all bind the same port
+    serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port})
     try:
         for i, (prefix, args) in enumerate(apps.items()):
-            serve.run(build_app(args, num_replicas=num_replicas), name=f"{name}{i}", route_prefix=prefix)
+            serve.run(build_app(args, num_replicas=num_replicas, actor_options=actor_options), name=f"{name}{i}",
+                      route_prefix=prefix)
         base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 60
         while time.time() < deadline:

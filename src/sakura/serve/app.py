@@ -23,8 +23,10 @@ DEPLOYMENT_NAME = "sakura"
 LOGGING = LoggingConfig(encoding="JSON", enable_access_log=False)
 
 
-def build_app(args: dict[str, Any] | None = None, *, num_replicas: int | str = 1) -> serve.Application:
-    """An application for ``serve.run`` / ``serve deploy`` (``args`` override the environment)."""
+def build_app(args: dict[str, Any] | None = None, *, num_replicas: int | str = 1,
+              actor_options: dict[str, Any] | None = None) -> serve.Application:
+    """An application for ``serve.run`` / ``serve deploy`` (``args`` override the environment;
+    ``actor_options``: Ray's options for each replica, e.g. the resources that place it)."""
     config = ServeConfig.from_env(**(args or {})).model_dump()
     env = store_environment(config["store"])  # replicas on other nodes see only their node's environment
 
@@ -32,9 +34,10 @@ def build_app(args: dict[str, Any] | None = None, *, num_replicas: int | str = 1
         return create_api(ServeConfig(**config), ServeMetrics(RayRecorder()))
 
     ingress = serve.ingress(build_api)
-    options: dict[str, Any] = {"ray_actor_options": {"runtime_env": {"env_vars": env}}} if env else {}
+    replica_options = {**(actor_options or {}), **({"runtime_env": {"env_vars": env}} if env else {})}
     deployment = serve.deployment(name=DEPLOYMENT_NAME, num_replicas=num_replicas, max_ongoing_requests=64,
-                                  logging_config=LOGGING, **options)(
+                                  logging_config=LOGGING,
+                                  **({"ray_actor_options": replica_options} if replica_options else {}))(
         ingress(type("ShardService", (), {}))
     )
     return deployment.bind()

@@ -1,0 +1,82 @@
+"""Worker nodes that join the session's Ray cluster: real raylets on this machine, each with one
+CPU and a resource named after it, that a test can SIGKILL."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import RayCluster, ray_environment
+
+JOIN_TIMEOUT_S = 120
+
+
+class WorkerNode:
+    """``ray start --block --address=HEAD`` in its own session; ``resources`` besides its own."""
+
+    def __init__(self, cluster: RayCluster, name: str, resources: dict[str, float] | None = None) -> None:
+        self.name = name
+        ray_cli = str(Path(sys.executable).with_name("ray"))
+        self._proc = subprocess.Popen(
+            [ray_cli, "start", "--block", f"--address={cluster.address}", "--num-cpus=1",
+             f"--resources={json.dumps({name: 1, **(resources or {})})}", "--disable-usage-stats"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=ray_environment())
+        self.node_id = self._wait_until(lambda node: node["Alive"] and name in node["Resources"])
+
+    def _wait_until(self, condition) -> str:
+        import ray
+
+        deadline = time.time() + JOIN_TIMEOUT_S
+        while time.time() < deadline:
+            for node in ray.nodes():
+                if condition(node):
+                    return node["NodeID"]
+            time.sleep(0.3)
+        self.kill(wait=False)
+        raise RuntimeError(f"worker node {self.name} did not reach the expected state")
+
+    def processes(self) -> list:
+        """``ray start`` and every process under it: the raylet and the workers it started."""
+        import psutil
+
+        try:
+            root = psutil.Process(self._proc.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def kill(self, *, wait: bool = True) -> None:
+        """SIGKILL every process of the node at once (``ray start``, the raylet and the workers it
+        started, whichever process group they put themselves in); ``wait``: until the head has
+        marked the node dead."""
+        import psutil
+
+        for proc in self.processes():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        self._proc.wait()
+        if wait:
+            self._wait_until(lambda node: node["NodeID"] == self.node_id and not node["Alive"])
+
+
+@pytest.fixture(scope="session")
+def worker_nodes(ray_cluster: RayCluster) -> Iterator:
+    """``worker_nodes(**resources)`` starts a node; every node still up is killed at the end."""
+    started: list[WorkerNode] = []
+    names = (f"sakura_test_node_{i}" for i in itertools.count())
+
+    def start(**resources: float) -> WorkerNode:
+        started.append(node := WorkerNode(ray_cluster, next(names), resources))
+        return node
+
+    yield start
+    for node in started:
+        node.kill()
