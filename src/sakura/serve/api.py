@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import time
-from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -28,23 +26,17 @@ from sakura.platform.levelfile import ShardIntegrityError
 from sakura.platform.library import LibraryError
 from sakura.platform.manifest import ManifestError
 from sakura.platform.store import NotFound, StoreError, TransientStoreError
+from sakura.serve.access import AccessMiddleware
 from sakura.serve.body import parse_alias_body, read_capped
 from sakura.serve.config import ServeConfig
-from sakura.serve.errors import ApiError
-from sakura.serve.metrics import UNMATCHED_ROUTE, ServeMetrics
+from sakura.serve.errors import ApiError, error_response
+from sakura.serve.metrics import ServeMetrics
 from sakura.serve.ranges import RangeNotSatisfiable, parse_range
 from sakura.serve.reader import ShardReader, ShardRef
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 NO_CACHE = "no-cache"
 MAX_SHARD_INDEX = 1_000_000
-MAX_HEADER_BYTES = 16 << 10
-#: Under Ray Serve's logger, so a replica writes it with Serve's logging_config (JSON: one object
-#: per request, these fields beside Serve's request_id, route, replica...); outside Serve, where
-#: nothing configures ``ray.serve``, an application adds its own handler.
-access_log = logging.getLogger("ray.serve.sakura.access")
-#: The fields of an access line, as a JSON formatter writes each request's.
-ACCESS_FIELDS = ("http_method", "http_path", "http_status", "response_bytes", "latency_ms", "api_route")
 log = logging.getLogger("sakura.serve")
 
 
@@ -56,7 +48,7 @@ def create_api(config: ServeConfig, metrics: ServeMetrics | None = None) -> Fast
     api = FastAPI(title="SAKURA shard service", version="1", docs_url=None, redoc_url=None)
     api.state.metrics = metrics
     _install_error_handlers(api, config)
-    _install_middleware(api, metrics)
+    api.add_middleware(AccessMiddleware, metrics=metrics)
 
     def require_reader_auth(request: Request) -> None:
         if config.api_keys:
@@ -259,11 +251,6 @@ def _page(request: Request) -> tuple[str | None, int]:
         raise ApiError(400, "invalid_cursor", "the cursor is not one this service gave out") from None
 
 
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"code": code, "message": message}, status_code=status,
-                        headers={"Cache-Control": "no-store", **(headers or {})})
-
-
 #: Errors raised below the service: (kind, status, code, public message; None: the error's own
 #: message, for validators whose messages echo only the request). Retry-After on every 503.
 _ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
@@ -283,7 +270,7 @@ def _install_error_handlers(api: FastAPI, config: ServeConfig) -> None:
 
     @api.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status, exc.code, exc.message, {**exc.headers, **(retry if exc.retry else {})})
+        return error_response(exc.status, exc.code, exc.message, {**exc.headers, **(retry if exc.retry else {})})
 
     @api.exception_handler(SakuraError)
     async def sakura_error(request: Request, exc: SakuraError) -> JSONResponse:
@@ -291,34 +278,17 @@ def _install_error_handlers(api: FastAPI, config: ServeConfig) -> None:
                                      (500, exc.code, "internal error"))
         log.log(logging.ERROR if status >= 500 else logging.INFO, "%s %s -> %s %s: %s: %s", request.method,
                 request.url.path, status, code, type(exc).__name__, exc)
-        return _error(status, code, str(exc) if message is None else message, retry if status == 503 else {})
+        return error_response(status, code, str(exc) if message is None else message, retry if status == 503 else {})
 
     @api.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _error(400, "invalid_request", "malformed request")
+        return error_response(400, "invalid_request", "malformed request")
 
     @api.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, "not_found" if exc.status_code == 404 else "http_error", str(exc.detail))
+        return error_response(exc.status_code, "not_found" if exc.status_code == 404 else "http_error", str(exc.detail))
 
     @api.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         logging.getLogger("sakura.serve").exception("unexpected error")
-        return _error(500, "internal", "internal error")
-
-
-def _install_middleware(api: FastAPI, metrics: ServeMetrics) -> None:
-    @api.middleware("http")
-    async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        start = time.perf_counter()
-        if sum(len(k) + len(v) for k, v in request.scope.get("headers", [])) > MAX_HEADER_BYTES:
-            response: Response = _error(431, "headers_too_large", f"request headers exceed {MAX_HEADER_BYTES} bytes")
-        else:
-            response = await call_next(request)
-        route = getattr(request.scope.get("route"), "path", UNMATCHED_ROUTE)
-        elapsed = time.perf_counter() - start
-        size = int(response.headers.get("content-length", 0) or 0)
-        metrics.request(route, response.status_code, size, elapsed)
-        fields = (request.method, request.url.path, response.status_code, size, round(elapsed * 1000, 2), route)
-        access_log.info("%s %s %s %d B %.2f ms", *fields[:5], extra=dict(zip(ACCESS_FIELDS, fields)))
-        return response
+        return error_response(500, "internal", "internal error")

@@ -19,7 +19,7 @@ from sakura.serve.metrics import RayRecorder, ServeMetrics
 
 DEPLOYMENT_NAME = "sakura"
 #: Replica logs as JSON lines; the service writes its own access line per request (its fields:
-#: ``sakura.serve.api.ACCESS_FIELDS``), so Serve's plain one is off. The Serve configs in infra/ say the same.
+#: ``sakura.serve.access.ACCESS_FIELDS``), so Serve's plain one is off. The Serve configs in infra/ say the same.
 LOGGING = LoggingConfig(encoding="JSON", enable_access_log=False)
 
 

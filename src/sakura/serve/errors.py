@@ -7,6 +7,8 @@ so those are logged (logger ``sakura.serve``) and answered with a fixed message 
 
 from __future__ import annotations
 
+from starlette.responses import JSONResponse
+
 from sakura.platform.errors import SakuraError
 
 
@@ -32,3 +34,9 @@ def store_outage() -> ApiError:
 def store_fault() -> ApiError:
     """An object the manifest lists is missing from the store: the operator must restore it."""
     return ApiError(503, "store_fault", "the template store is missing data it should hold; retry later", retry=True)
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The one shape of every error the service answers: ``{"code", "message"}``, never cached."""
+    return JSONResponse({"code": code, "message": message}, status_code=status,
+                        headers={"Cache-Control": "no-store", **(headers or {})})

@@ -127,7 +127,7 @@ def test_each_request_leaves_one_json_access_line_in_the_replica_log(service):
 
     import ray
 
-    from sakura.serve.api import ACCESS_FIELDS
+    from sakura.serve.access import ACCESS_FIELDS
 
     path = "/v1/templates/tpl/versions/1/manifest"
     assert service.get(path).status_code == 200

@@ -1,0 +1,58 @@
+"""Every request's metrics and access line, and the header cap: a pure ASGI middleware.
+
+Pure ASGI rather than ``@app.middleware("http")``: Starlette's ``BaseHTTPMiddleware`` runs the
+app in a task of its own and re-streams the response body through a memory channel, a cost on
+every request that this service, whose work per request is small, measured (``bench/serve_load``).
+Latency is taken when the last body byte has been handed to the server.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sakura.serve.errors import error_response
+from sakura.serve.metrics import UNMATCHED_ROUTE, ServeMetrics
+
+MAX_HEADER_BYTES = 16 << 10
+#: Under Ray Serve's logger, so a replica writes it with Serve's logging_config (JSON: one object
+#: per request, these fields beside Serve's request_id, route, replica...); outside Serve, where
+#: nothing configures ``ray.serve``, an application adds its own handler.
+access_log = logging.getLogger("ray.serve.sakura.access")
+#: The fields of an access line, as a JSON formatter writes each request's.
+ACCESS_FIELDS = ("http_method", "http_path", "http_status", "response_bytes", "latency_ms", "api_route")
+
+
+class AccessMiddleware:
+    def __init__(self, app: ASGIApp, metrics: ServeMetrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        answer: dict[str, Any] = {"status": 500, "bytes": 0}
+
+        async def observed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answer["status"] = message["status"]
+                length = dict(message.get("headers", ())).get(b"content-length", b"0")
+                answer["bytes"] = int(length) if length.isdigit() else 0
+            await send(message)
+
+        if sum(len(k) + len(v) for k, v in scope.get("headers", [])) > MAX_HEADER_BYTES:
+            await error_response(431, "headers_too_large", f"request headers exceed {MAX_HEADER_BYTES} bytes")(
+                scope, receive, observed)
+        else:
+            await self.app(scope, receive, observed)
+        self._record(scope, answer["status"], answer["bytes"], time.perf_counter() - start)
+
+    def _record(self, scope: Scope, status: int, size: int, elapsed: float) -> None:
+        route = getattr(scope.get("route"), "path", UNMATCHED_ROUTE)
+        self.metrics.request(route, status, size, elapsed)
+        fields = (scope["method"], scope["path"], status, size, round(elapsed * 1000, 2), route)
+        access_log.info("%s %s %s %d B %.2f ms", *fields[:5], extra=dict(zip(ACCESS_FIELDS, fields)))
