@@ -1,19 +1,29 @@
-"""Shard serving under concurrent clients, side by side in one run (loopback only).
+"""Shard serving at real shard sizes, every mode and tier next to a static server, in one run.
 
-    python bench/serve_load.py [--clients 16] [--seconds 8] [--json OUT.json]
+    python bench/serve_load.py --shard-mb 0.07,1,4,16 [--clients 8] [--seconds 6] [--json OUT.json]
 
-Modes: Ray Serve proxy mode answering from replica memory; proxy mode reading the store on
-every request (memory cache off); redirect mode (307 to a presigned URL, then a ranged GET from
-the store); and a plain static file server serving the same payloads as files (nginx when
-installed, else Python's threaded http.server). The store is a real S3-protocol server (moto).
-Every client loop is bounded in time; every address is 127.0.0.1.
+For each shard size, one version whose ``full`` shards have that size is published through the
+library protocol (the payload is random bytes: serving never decodes it). Then, on loopback:
+
+- Ray Serve proxy mode answering from replica memory, from the node-local disk cache, and from
+  the store on every request;
+- redirect mode (307 to a presigned URL, then a ranged GET from the store);
+- nginx serving the same payloads as files (``sendfile on``), the static baseline.
+
+Load comes from wrk (C, keep-alive; ``--clients`` connections over 2 threads) so that the
+client's own CPU stays small beside the servers'; redirect mode needs a client that follows the
+307 with a Range, so it and a static run for its ratio use Python clients (httpx threads). The
+store is a real S3-protocol server (moto). Small shards are also fetched as one multi-shard
+range request against one request per shard (``--batch``). Every address is 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
+import random
 import shutil
 import socket
 import statistics
@@ -22,12 +32,16 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+SHARDS_PER_SIZE = 4
+TEMPLATE = "bench"
 
 
 def free_port() -> int:
@@ -36,53 +50,117 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def build_library(endpoint: str, model: str) -> tuple[str, list[tuple[int, str, int]]]:
-    import boto3
+@dataclass
+class SizedVersion:
+    paths: list[str]  # the sized shards' URL paths, relative to the API root
+    level_key: str  # the `full` level file
+    run: tuple[int, int]  # the byte range of that file that holds the sized shards, end exclusive
 
+
+def publish_sized(uri: str, template_id: str, shard_bytes: int, rng: random.Random) -> SizedVersion:
+    """A version of ``template_id`` whose first shards' ``full`` payloads are ``shard_bytes`` of
+    random bytes (the other shards and levels: 1 kB)."""
+    from sakura.platform import layout
+    from sakura.platform.levelfile import ShardRow, build_level_file
+    from sakura.platform.library import TemplateLibrary
+    from sakura.platform.store import open_store
     from tests.helpers import make_library
 
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench-serve")
-    uri = f"s3://bench-serve/lib?endpoint={endpoint}"
-    library = make_library(uri, ["skimage:brick"], template_id="bench", model=model, steps=2)
-    manifest = library.manifest("bench", 1)
-    targets = [(s.index, lv.name, s.levels[lv.name].length) for s in manifest.shards for lv in manifest.levels
-               if lv.name in ("medium", "full")]
-    return uri, targets
+    seed = make_library(uri, ["skimage:brick"], template_id=template_id, model="reference", steps=2)
+    manifest = seed.manifest(template_id, 1)
+    library = TemplateLibrary(open_store(uri))
+    version = library.claim_version(template_id, "0" * 64)
+    levels, locations = [], {}
+    for lv in manifest.levels:
+        sizes = [shard_bytes if lv.name == "full" and s.index < SHARDS_PER_SIZE else 1000 for s in manifest.shards]
+        rows = [ShardRow(s.index, _key(s), rng.randbytes(n)) for s, n in zip(manifest.shards, sizes)]
+        data, locs = build_level_file(rows)
+        key = layout.level_key(template_id, version, lv.name)
+        library.store.put(key, data)
+        levels.append(lv.model_copy(update={"key": key, "store": None, "bytes": len(data)}))
+        locations[lv.name] = locs
+    shards = [s.model_copy(update={"levels": {name: locs[s.index] for name, locs in locations.items()}})
+              for s in manifest.shards]
+    library.publish(manifest.model_copy(update={"version": version, "levels": levels, "shards": shards,
+                                                "importance_key": None, "content_hash": "1" * 64}))
+    full = locations["full"][:SHARDS_PER_SIZE]
+    return SizedVersion([f"/v1/templates/{template_id}/versions/{version}/shards/{i}/full"
+                         for i in range(SHARDS_PER_SIZE)], layout.level_key(template_id, version, "full"),
+                        (full[0].offset, full[-1].offset + full[-1].length))
 
 
-def drive(urls: list[str], clients: int, seconds: float, follow: bool, range_header: bool = False) -> dict:
+def _key(shard):
+    from sakura.platform.kv import ShardKey
+
+    return ShardKey(step=shard.step, layer=shard.layer)
+
+
+WRK_SCRIPT = """
+paths = {%s}
+headers = %s
+counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format("GET", paths[(counter %% #paths) + 1], headers)
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('RESULT {"requests": %%d, "bytes": %%d, "us": %%d, "p50_us": %%d, "p99_us": %%d, '
+    .. '"errors": %%d}\\n', summary.requests, summary.bytes, summary.duration, latency:percentile(50),
+    latency:percentile(99), e.connect + e.read + e.write + e.status + e.timeout))
+end
+"""
+
+
+def drive_wrk(base: str, paths: list[str], clients: int, seconds: float, folder: Path,
+              byte_range: tuple[int, int] | None = None) -> dict:
+    """wrk's totals over ``paths`` (absolute, on ``base``'s host; round-robin), each request with
+    ``byte_range`` if given;
+    bytes include response headers (a few hundred per response, the same for every server)."""
+    script = folder / "paths.lua"
+    headers = "{}"
+    if byte_range:
+        headers = "{Range = " + json.dumps(f"bytes={byte_range[0]}-{byte_range[1] - 1}") + "}"
+    script.write_text(WRK_SCRIPT % (", ".join(json.dumps(p) for p in paths), headers))
+    cmd = ["wrk", "-t2", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--timeout", "30s", "-s", str(script), base]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+    r = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
+    if r["errors"] or not r["requests"]:
+        raise RuntimeError(f"wrk on {base}: {r['errors']} errors in {r['requests']} requests")
+    s = r["us"] / 1e6
+    return {"client": "wrk", "requests": r["requests"], "mb_s": r["bytes"] / s / 1e6, "req_s": r["requests"] / s,
+            "p50_ms": r["p50_us"] / 1000, "p99_ms": r["p99_us"] / 1000}
+
+
+def drive_python(urls: list[str], clients: int, seconds: float, follow: bool) -> dict:
+    """Python clients (httpx threads, keep-alive); ``follow``: a 307 is followed with its Range."""
     latencies: list[float] = []
     nbytes = [0]
+    errors: list[str] = []
     lock = threading.Lock()
     stop_at = time.perf_counter() + seconds
 
-    errors: list[str] = []
-
-    def worker(offset: int) -> None:
-        try:
-            run(offset)
-        except Exception as exc:  # surfaced after the join
-            errors.append(repr(exc))
-
     def run(offset: int) -> None:
         local, got = [], 0
-        with httpx.Client(timeout=30, follow_redirects=False) as client:
-            i = offset
-            while time.perf_counter() < stop_at:
-                url = urls[i % len(urls)]
-                i += 1
-                start = time.perf_counter()
-                r = client.get(url)
-                if follow and r.status_code == 307:
-                    r = client.get(r.headers["location"], headers={"Range": r.headers["x-sakura-range"]})
-                r.raise_for_status()
-                local.append(time.perf_counter() - start)
-                got += len(r.content)
+        try:
+            with httpx.Client(timeout=30, follow_redirects=False) as client:
+                i = offset
+                while time.perf_counter() < stop_at:
+                    start = time.perf_counter()
+                    r = client.get(urls[i % len(urls)])
+                    i += 1
+                    if follow and r.status_code == 307:
+                        r = client.get(r.headers["location"], headers={"Range": r.headers["x-sakura-range"]})
+                    r.raise_for_status()
+                    local.append(time.perf_counter() - start)
+                    got += len(r.content)
+        except Exception as exc:  # surfaced after the join
+            errors.append(repr(exc))
         with lock:
             latencies.extend(local)
             nbytes[0] += got
 
-    threads = [threading.Thread(target=worker, args=(i * 7,)) for i in range(clients)]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
     start = time.perf_counter()
     for t in threads:
         t.start()
@@ -92,24 +170,22 @@ def drive(urls: list[str], clients: int, seconds: float, follow: bool, range_hea
     if errors:
         raise RuntimeError(f"{len(errors)} client(s) failed, e.g. {errors[0]}")
     latencies.sort()
-    return {"requests": len(latencies), "mb_s": nbytes[0] / elapsed / 1e6, "req_s": len(latencies) / elapsed,
-            "p50_ms": 1000 * statistics.median(latencies), "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))]}
+    return {"client": "python", "requests": len(latencies), "mb_s": nbytes[0] / elapsed / 1e6,
+            "req_s": len(latencies) / elapsed, "p50_ms": 1000 * statistics.median(latencies),
+            "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))]}
 
 
-def static_server(folder: Path) -> tuple[subprocess.Popen, int, str]:
+def nginx(folder: Path) -> tuple[subprocess.Popen, str]:
+    if not shutil.which("nginx"):
+        raise SystemExit("nginx is the static baseline: install it (Debian: apt-get install nginx-light)")
     port = free_port()
-    if shutil.which("nginx"):
-        conf = folder / "nginx.conf"
-        conf.write_text(f"daemon off; worker_processes 2; user {os.environ.get('USER', 'root')}; "
-                        f"pid {folder}/nginx.pid; error_log {folder}/error.log;\n"
-                        "events { worker_connections 1024; }\n"
-                        "http { access_log off; sendfile on; keepalive_requests 100000;\n"
-                        f"  server {{ listen 127.0.0.1:{port}; root {folder}/files; }} }}")
-        return subprocess.Popen(["nginx", "-c", str(conf)]), port, "nginx"
-    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                             "--directory", str(folder / "files")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return proc, port, "python http.server"
+    conf = folder / "nginx.conf"
+    user = f"user {getpass.getuser()}; " if os.geteuid() == 0 else ""  # root's workers would drop to nobody
+    conf.write_text(f"daemon off; worker_processes 2; {user}pid {folder}/nginx.pid; error_log {folder}/error.log;\n"
+                    "events { worker_connections 1024; }\n"
+                    "http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;\n"
+                    f"  server {{ listen 127.0.0.1:{port}; root {folder}/files; }} }}")
+    return subprocess.Popen(["nginx", "-c", str(conf)]), f"http://127.0.0.1:{port}"
 
 
 def wait_http(url: str) -> None:
@@ -122,81 +198,120 @@ def wait_http(url: str) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
+def start_service(uri: str, cache_dir: Path) -> str:
+    """Ray Serve on a local Ray: one application per serving mode and tier."""
+    import ray
+    from ray import serve
+
+    from sakura.serve.app import build_app
+
+    # Logical CPUs: four one-CPU replicas must fit beside the proxy on a 2-core machine.
+    ray.init(address="local", num_cpus=8, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
+    apps = {"memory": {}, "disk": {"memory_cache_bytes": 0, "disk_cache_dir": str(cache_dir)},
+            "store": {"memory_cache_bytes": 0}, "redirect": {"mode": "redirect"}}
+    for name, extra in apps.items():
+        serve.run(build_app({"store": uri, **extra}), name=name, route_prefix=f"/{name}")
+    base = f"http://127.0.0.1:{port}"
+    wait_http(f"{base}/memory/healthz")
+    return base
+
+
+def measure_size(base: str, static: str, sized: SizedVersion, folder: Path, args: argparse.Namespace) -> dict:
+    paths = sized.paths
+    for tier in ("memory", "disk"):  # warm the caches
+        for path in paths:
+            httpx.get(f"{base}/{tier}{path}", timeout=60).raise_for_status()
+    static_paths = [f"/{path.strip('/').replace('/', '_')}" for path in paths]
+    rows = {f"serve-proxy-{tier}": drive_wrk(base, [f"/{tier}{p}" for p in paths], args.clients, args.seconds,
+                                             folder) for tier in ("memory", "disk", "store")}
+    rows["static-nginx"] = drive_wrk(static, static_paths, args.clients, args.seconds, folder)
+    for tier in ("memory", "disk"):  # the goal's tiers, also with the clients the issue measured them with
+        rows[f"serve-proxy-{tier} (python clients)"] = drive_python([f"{base}/{tier}{p}" for p in paths],
+                                                                    args.clients, args.seconds, follow=False)
+    rows["serve-redirect (python clients)"] = drive_python([f"{base}/redirect{p}" for p in paths], args.clients,
+                                                           args.seconds, follow=True)
+    rows["static-nginx (python clients)"] = drive_python([static + p for p in static_paths], args.clients,
+                                                         args.seconds, follow=False)
+    if sized.run[1] - sized.run[0] < args.batch_below_mb * 1e6 * SHARDS_PER_SIZE:
+        # the same shards as one ranged read of their level file, as a CDN would answer it
+        rows[f"static-nginx, {SHARDS_PER_SIZE} shards per range"] = drive_wrk(
+            static, ["/" + sized.level_key.replace("/", "_")], args.clients, args.seconds, folder, sized.run)
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--clients", type=int, default=16)
-    p.add_argument("--seconds", type=float, default=8.0)
-    p.add_argument("--model", default="tiny-flux")
+    p.add_argument("--shard-mb", default="0.07,1,4,16", help="comma-separated shard sizes in MB")
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--seconds", type=float, default=6.0)
+    p.add_argument("--batch-below-mb", type=float, default=1.0,
+                   help="shards smaller than this are also fetched as one range over a run of shards")
+    p.add_argument("--ingress", choices=["ray-proxy", "haproxy"], default="ray-proxy",
+                   help="what answers HTTP for Serve: Ray's Python proxy (the default), or HAProxy in front of "
+                        "each replica's own HTTP server (Ray Serve's RAY_SERVE_ENABLE_HA_PROXY)")
     p.add_argument("--json")
     args = p.parse_args()
+    if args.ingress == "haproxy":  # read when ray.serve is first imported, in every Ray process
+        if not shutil.which("haproxy"):
+            raise SystemExit("--ingress haproxy needs haproxy (Debian: apt-get install haproxy)")
+        os.environ.update(RAY_SERVE_ENABLE_HA_PROXY="1", RAY_SERVE_HAPROXY_BINARY_PATH=shutil.which("haproxy"))
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
                  "RAY_AUTH_MODE": "disabled"}.items():
         os.environ.setdefault(k, v)
     import logging
 
-    import ray
+    import boto3
     from moto.server import ThreadedMotoServer
-    from ray import serve
 
-    from sakura.serve.app import build_app
+    from sakura.platform.store import open_store
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     s3_port = free_port()
     s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=s3_port, verbose=False)
     s3.start()
     endpoint = f"http://127.0.0.1:{s3_port}"
-    uri, targets = build_library(endpoint, args.model)
-    print(f"{len(targets)} shards, {sum(t[2] for t in targets) / len(targets) / 1e3:.1f} kB mean; "
-          f"{args.clients} clients x {args.seconds:.0f} s per mode")
-
-    # Logical CPUs: three one-CPU replicas must fit beside the proxy on a 2-core machine.
-    ray.init(address="local", num_cpus=8, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    serve_port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": serve_port}, logging_config={"log_level": "WARNING"})
-    serve.run(build_app({"store": uri}), name="memory", route_prefix="/memory")
-    serve.run(build_app({"store": uri, "memory_cache_bytes": 0}), name="store", route_prefix="/store")
-    serve.run(build_app({"store": uri, "mode": "redirect"}), name="redirect", route_prefix="/redirect")
-    base = f"http://127.0.0.1:{serve_port}"
-    wait_http(f"{base}/memory/healthz")
-
-    def urls(prefix: str) -> list[str]:
-        return [f"{base}/{prefix}/v1/templates/bench/versions/1/shards/{i}/{lv}" for i, lv, _ in targets]
-
-    results = {}
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench-serve")
+    uri = f"s3://bench-serve/lib?endpoint={endpoint}"
+    sizes = [float(s) for s in args.shard_mb.split(",")]
+    rng = random.Random(20261201)
+    paths = {mb: publish_sized(uri, f"{TEMPLATE}-{i}", int(mb * 1e6), rng) for i, mb in enumerate(sizes)}
+    results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "files").mkdir()
-        for i, lv, _ in targets:
-            url = urls("memory")[targets.index((i, lv, _))]
-            (folder / "files" / f"{i}-{lv}.bin").write_bytes(httpx.get(url).content)
-        proc, port, kind = static_server(folder)
+        base = start_service(uri, folder / "cache")
+        store = open_store(uri)
+        for sized in paths.values():
+            for path in sized.paths:
+                data = httpx.get(f"{base}/memory{path}", timeout=60).content
+                (folder / "files" / path.strip("/").replace("/", "_")).write_bytes(data)
+            (folder / "files" / sized.level_key.replace("/", "_")).write_bytes(store.get(sized.level_key))
+        proc, static = nginx(folder)
         try:
-            wait_http(f"http://127.0.0.1:{port}/")
-            plan = [
-                ("serve-proxy-memory", urls("memory"), False),
-                ("serve-proxy-store", urls("store"), False),
-                ("serve-redirect", urls("redirect"), True),
-                (f"static ({kind})", [f"http://127.0.0.1:{port}/{i}-{lv}.bin" for i, lv, _ in targets], False),
-            ]
-            print(f"{'mode':28s} {'MB/s':>8s} {'req/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s}")
-            for name, u, follow in plan:
-                r = drive(u, args.clients, args.seconds, follow)
-                results[name] = r
-                print(f"{name:28s} {r['mb_s']:8.1f} {r['req_s']:8.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f}",
-                      flush=True)
+            wait_http(static)
+            print(f"{args.clients} clients x {args.seconds:.0f} s per mode; {SHARDS_PER_SIZE} shards per size")
+            print(f"{'shard MB':>8s} {'mode':32s} " + " ".join(f"{h:>8s}" for h in
+                                                              ("MB/s", "req/s", "p50 ms", "p99 ms", "x static")))
+            for mb, sized in paths.items():
+                rows = measure_size(base, static, sized, folder, args)
+                for name, r in rows.items():
+                    ref = rows["static-nginx (python clients)" if r["client"] == "python" else "static-nginx"]
+                    r["mb_s_vs_static"] = r["mb_s"] / ref["mb_s"]
+                    r["p50_vs_static"] = r["p50_ms"] / ref["p50_ms"]
+                    print(f"{mb:8.2f} {name:32s} {r['mb_s']:8.1f} {r['req_s']:8.0f} {r['p50_ms']:8.2f} "
+                          f"{r['p99_ms']:8.2f} {r['mb_s_vs_static']:8.2f}", flush=True)
+                results[f"{mb:g}"] = rows
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-    static = next(v for k, v in results.items() if k.startswith("static"))
-    ratios = {k: {"mb_s_vs_static": v["mb_s"] / static["mb_s"], "p50_vs_static": v["p50_ms"] / static["p50_ms"]}
-              for k, v in results.items() if not k.startswith("static")}
-    for k, v in ratios.items():
-        print(f"{k:28s} throughput {v['mb_s_vs_static']:.3f}x of static, p50 {v['p50_vs_static']:.1f}x")
+    from ray import serve
+
     serve.shutdown()
-    ray.shutdown()
     s3.stop()
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "ratios": ratios, "clients": args.clients,
+        Path(args.json).write_text(json.dumps({"shard_mb": results, "clients": args.clients, "ingress": args.ingress,
                                                "seconds": args.seconds}, indent=2))
     return 0
 
