@@ -35,9 +35,9 @@ def build_app(args: dict[str, Any] | None = None, *, num_replicas: int | str = 1
 
     ingress = serve.ingress(build_api)
     replica_options = {**(actor_options or {}), **({"runtime_env": {"env_vars": env}} if env else {})}
+    options: dict[str, Any] = {"ray_actor_options": replica_options} if replica_options else {}
     deployment = serve.deployment(name=DEPLOYMENT_NAME, num_replicas=num_replicas, max_ongoing_requests=64,
-                                  logging_config=LOGGING,
-                                  **({"ray_actor_options": replica_options} if replica_options else {}))(
+                                  logging_config=LOGGING, **options)(
         ingress(type("ShardService", (), {}))
     )
     return deployment.bind()
