@@ -68,3 +68,30 @@ def test_build_json_summarises_each_template_as_an_object(tmp_path, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [(r["template_id"], r["status"], r["version"]) for r in rows] == [
         (e.id, "unchanged", 1) for e in sorted(load_spec(TEMPLATES).templates, key=lambda e: e.id)]
+
+
+def test_a_template_whose_builder_died_gets_a_new_claim_until_its_tries_run_out(tmp_path):
+    from sakura.jobs.build import BUILD_ATTEMPTS, _retry_after_lost_actor
+    from sakura.jobs.builder import BuildJob, BuildSettings
+    from sakura.platform.codec import default_levels
+    from sakura.platform.library import ClaimAbandoned
+    from tests.unit.platform.library_helpers import build_files
+
+    library = TemplateLibrary.open(f"file://{tmp_path}/lib")
+    settings = BuildSettings(model="reference", levels=tuple(default_levels().values()), steps=1)
+    entry = one_template().templates[0]
+    lost = build_files(library, entry.id)  # the claim and files of the build whose actor died
+    job = BuildJob(entry, str(tmp_path), lost.version, "c" * 64)
+    tries = {entry.id: 1}
+    died = RuntimeError("the actor died unexpectedly")
+    for attempt in range(2, BUILD_ATTEMPTS + 1):
+        retry = _retry_after_lost_actor(library, settings, job, tries, died)
+        assert isinstance(retry, BuildJob) and retry.version == job.version + 1 and tries[entry.id] == attempt
+        with pytest.raises(ClaimAbandoned):  # the lost build can never publish
+            library.publish(lost.model_copy(update={"version": job.version}))
+        job = retry
+    final = _retry_after_lost_actor(library, settings, job, tries, died)
+    assert not isinstance(final, BuildJob) and final.status == "failed"
+    assert f"died {BUILD_ATTEMPTS} times" in final.error and "the actor died unexpectedly" in final.error
+    assert library.clean_orphans(entry.id) == [lost.version]  # the retries' claims never got files here
+    assert library.versions(entry.id) == [] and library.claim_version(entry.id, "d" * 64) == job.version + 1
