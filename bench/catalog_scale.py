@@ -9,7 +9,8 @@ libraries live on local disk and are served by the same FastAPI app Ray Serve ru
 over loopback (one process, this machine's 2 cores). Measured for each: the catalogue's first
 page and a page deep in it, manifest and shard requests of random templates (p50/p99), the
 admin listing (`sakura catalog ls`), the build's planning for one template, `gc --dry-run` of one
-template, and the serving process's RSS growth. ``p99_ratio`` (top level) is the larger of the
+template, the serving process's RSS growth, and the RSS of a Ray Serve replica of the library
+once it answers and after the same requests. ``p99_ratio`` (top level) is the larger of the
 manifest and shard p99 ratios, N templates over 10.
 """
 
@@ -132,6 +133,42 @@ def measure(uri: str, ids: list[str], requests: int, rng: random.Random) -> dict
     return out
 
 
+def replica_memory(libraries: dict[int, tuple[str, list[str]]], requests: int, rng: random.Random) -> dict:
+    """A Ray Serve replica of each library (one local Ray, one application per library): its RSS
+    once it answers, and after ``requests`` manifest and shard requests of random templates."""
+    import os
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+    from ray import serve
+
+    from sakura.serve.app import build_app
+    from tests.edge_servers import free_port
+
+    ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
+    out = {}
+    try:
+        for n, (uri, ids) in libraries.items():
+            serve.run(build_app({"store": uri}), name=f"lib{n}", route_prefix=f"/lib{n}")
+            replica = next(p for p in psutil.process_iter(["cmdline"])
+                           if f"ServeReplica:lib{n}:" in " ".join(p.info["cmdline"] or []))
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}/lib{n}", timeout=60) as client:
+                client.get(http_api.CATALOGUE).raise_for_status()
+                ready = replica.memory_info().rss
+                seed = TemplateLibrary(open_store(uri)).manifest(SEED, 1)
+                for t in (rng.choice(ids) for _ in range(requests)):
+                    client.get(http_api.manifest_path(t, 1)).raise_for_status()
+                    client.get(http_api.shard_path(t, 1, rng.randrange(len(seed.shards)), "medium")).raise_for_status()
+                served = replica.memory_info().rss
+            out[n] = {"replica_rss_ready_mb": ready / 2**20, "replica_rss_after_mb": served / 2**20}
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--templates", type=int, default=10_000, help="templates in the large library")
@@ -140,11 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="write the figures here")
     args = p.parse_args(argv)
     rng = random.Random(0)
-    results = {}
+    results, libraries = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for n in (args.baseline, args.templates):
             uri, ids, publish_s = build_library(Path(tmp) / f"lib{n}", n)
+            libraries[n] = (uri, ids)
             results[n] = {"templates": n, "publish_s_per_version": publish_s, **measure(uri, ids, args.requests, rng)}
+        for n, memory in replica_memory(libraries, args.requests, rng).items():
+            results[n].update(memory)
             print(json.dumps(results[n], indent=1))
     small, large = results[args.baseline], results[args.templates]
     ratios = {k: large[k]["p99_ms"] / small[k]["p99_ms"] for k in ("manifest", "shard")}

@@ -11,7 +11,8 @@ import numpy as np
 
 from tests.integration.jobs.test_build import check_library, write_spec
 
-TRIALS = 10
+#: Half kill the driver, half a builder; tests/integration/cluster kills whole nodes (make test-cluster).
+TRIALS = 6
 
 
 def _change_images(tmp_path, trial: int) -> None:
