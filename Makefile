@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(VENV)/bin/sakura demo --out demo-out
 
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not cluster"
+	$(PY) -m pytest -q -m "not cluster" --durations=15
 
 # Multi-node Ray on this machine: worker nodes join a head, and tests SIGKILL them mid-build and
 # mid-edit (tests/integration/cluster). A target of its own so each suite stays under 15 minutes.
