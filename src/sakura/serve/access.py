@@ -44,12 +44,14 @@ class AccessMiddleware:
                 answer["bytes"] = int(length) if length.isdigit() else 0
             await send(message)
 
-        if sum(len(k) + len(v) for k, v in scope.get("headers", [])) > MAX_HEADER_BYTES:
-            await error_response(431, "headers_too_large", f"request headers exceed {MAX_HEADER_BYTES} bytes")(
-                scope, receive, observed)
-        else:
-            await self.app(scope, receive, observed)
-        self._record(scope, answer["status"], answer["bytes"], time.perf_counter() - start)
+        try:
+            if sum(len(k) + len(v) for k, v in scope.get("headers", [])) > MAX_HEADER_BYTES:
+                await error_response(431, "headers_too_large", f"request headers exceed {MAX_HEADER_BYTES} bytes")(
+                    scope, receive, observed)
+            else:
+                await self.app(scope, receive, observed)
+        finally:  # an error no handler caught is answered 500 further out, and counted as one here
+            self._record(scope, answer["status"], answer["bytes"], time.perf_counter() - start)
 
     def _record(self, scope: Scope, status: int, size: int, elapsed: float) -> None:
         route = getattr(scope.get("route"), "path", UNMATCHED_ROUTE)

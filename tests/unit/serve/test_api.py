@@ -210,3 +210,17 @@ def test_phones_get_a_manifest_without_store_uris_keys_or_row_groups(tmp_path, l
             assert forbidden not in plain.text, forbidden
     assert client.get(shard_url(shard="0", level="full")).status_code == 200  # from the tier
     assert "content-encoding" not in client.get(url, headers={"Accept-Encoding": "zstd;q=0"}).headers
+
+
+def test_an_unexpected_error_is_a_500_that_names_nothing_internal_and_is_counted(library_uri, monkeypatch):
+    from sakura.serve.reader import ShardReader
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("/srv/secret/path exploded")
+
+    monkeypatch.setattr(ShardReader, "read", broken)
+    app = create_api(ServeConfig(store=library_uri))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        r = client.get(shard_url())
+    assert r.status_code == 500 and r.json()["code"] == "internal" and "secret" not in r.text
+    assert app.state.metrics.value("sakura_requests", route=http_api.SHARD, status="500") == 1
