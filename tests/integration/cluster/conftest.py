@@ -53,6 +53,19 @@ class WorkerNode:
         except psutil.NoSuchProcess:
             return []
 
+    def runs(self, title: str) -> bool:
+        """Whether a process of the node has ``title`` in its command line (Ray titles an actor's
+        process ``ray::ClassName...``)."""
+        import psutil
+
+        for proc in self.processes():
+            try:
+                if title in " ".join(proc.cmdline()):
+                    return True
+            except psutil.Error:
+                continue
+        return False
+
     def kill(self, *, wait: bool = True) -> None:
         """SIGKILL every process of the node at once (``ray start``, the raylet and the workers it
         started, whichever process group they put themselves in); ``wait``: until the head has

@@ -47,23 +47,11 @@ def test_a_build_spreads_its_actors_over_nodes_and_writes_what_one_node_writes(
     assert spread and spread == single
 
 
-def _builders_on(node) -> bool:
-    import psutil
-
-    for proc in node.processes():
-        try:
-            if "TemplateBuilder" in " ".join(proc.cmdline()):
-                return True
-        except psutil.Error:
-            continue
-    return False
-
-
 def _wait_for_a_builder(nodes, proc: subprocess.Popen, timeout_s: float = 120):
     """The first node that runs a builder actor, once one does (None: the build ended first)."""
     deadline = time.time() + timeout_s
     while time.time() < deadline and proc.poll() is None:
-        busy = [n for n in nodes if _builders_on(n)]
+        busy = [n for n in nodes if n.runs("TemplateBuilder")]
         if busy:
             return busy[0]
         time.sleep(0.1)

@@ -48,7 +48,7 @@ def test_edits_survive_a_replica_node_killed_under_them(ray_cluster, worker_node
 
     with serve_apps({"/": {"store": uri}}, num_replicas=2, actor_options={"resources": {"sakura_replica": 1}},
                     name="nodes") as base:
-        assert any(_replica_on(doomed)) and any(_replica_on(survivor))
+        assert doomed.runs("ServeReplica") and survivor.runs("ServeReplica")
         phones = [threading.Thread(target=phone, args=(c, base)) for c in range(CLIENTS)]
         for t in phones:
             t.start()
@@ -69,13 +69,3 @@ def test_edits_survive_a_replica_node_killed_under_them(ray_cluster, worker_node
     after = [r for _, at, r in outcomes if at > killed_at[0]]
     assert sum(isinstance(r, np.ndarray) for r in after) >= CLIENTS * (EDITS_AFTER_KILL - 1), (len(after), errors)
 
-
-def _replica_on(node):
-    """Whether a Serve replica process runs on ``node``."""
-    import psutil
-
-    for proc in node.processes():
-        try:
-            yield "ServeReplica" in " ".join(proc.cmdline())
-        except psutil.Error:
-            continue
