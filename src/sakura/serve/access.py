@@ -1,8 +1,8 @@
 """Every request's metrics and access line, and the header cap: a pure ASGI middleware.
 
 Pure ASGI rather than ``@app.middleware("http")``: Starlette's ``BaseHTTPMiddleware`` runs the
-app in a task of its own and re-streams the response body through a memory channel, a cost on
-every request that this service, whose work per request is small, measured (``bench/serve_load``).
+app in a task of its own and re-streams the response body through a memory channel, work on every
+request (``bench/serve_load`` saw a change within its noise; it is gone because it is work).
 Latency is taken when the last body byte has been handed to the server.
 """
 
