@@ -80,14 +80,18 @@ class WorkerNode:
             self._wait_until(lambda node: node["NodeID"] == self.node_id and not node["Alive"])
 
 
-@pytest.fixture(scope="session")
+_NODE_NAMES = (f"sakura_test_node_{i}" for i in itertools.count())
+
+
+@pytest.fixture
 def worker_nodes(ray_cluster: RayCluster) -> Iterator:
-    """``worker_nodes(**resources)`` starts a node; every node still up is killed at the end."""
+    """``worker_nodes(**resources)`` starts a node; every node still up is killed when the test
+    ends, so a test sees only the head and the nodes it started (a builder placed on a node left
+    over from an earlier test would escape the test's watch)."""
     started: list[WorkerNode] = []
-    names = (f"sakura_test_node_{i}" for i in itertools.count())
 
     def start(**resources: float) -> WorkerNode:
-        started.append(node := WorkerNode(ray_cluster, next(names), resources))
+        started.append(node := WorkerNode(ray_cluster, next(_NODE_NAMES), resources))
         return node
 
     yield start
