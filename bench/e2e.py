@@ -36,10 +36,9 @@ from sakura.evaluation.runs import Run, groups, simulate_runs, summarize
 from sakura.evaluation.workloads import (
     WORKLOADS,
     Analytic,
-    CodecRates,
     MeasuredWorkload,
-    analytic_geometry,
     measure_workload,
+    workload_geometries,
     workload_spec,
 )
 from sakura.platform.traces import load_traces
@@ -95,13 +94,10 @@ def evaluate(name: str, measure, families, rtt: float, args) -> dict:
     profile = device_profile(args.device_profile or ("flagship-npu" if analytic else "this-machine"))
     reference = measure("reference" if analytic else spec.model)
     floors = list(reference.floors)
+    geometries = workload_geometries(spec, profile, reference)
     if analytic:
-        g0 = reference.geometries[0]
-        rates = CodecRates.from_geometries(reference.geometries)
-        geometries = [analytic_geometry(spec, profile, rates, g0.levels, g0.cachegen_levels)]
         floors, fidelity = [max(set(floors), key=floors.count)], None
     else:
-        geometries = [g.scaled(profile.compute_factor, decode_factor=profile.cpu_factor) for g in reference.geometries]
         fidelity = reference.fidelity
     print(_geometry_line(geometries[0], profile.name), flush=True)
     psnr_of = (lambda run, edit: fidelity[run.case].psnr(tuple(edit.levels))) if fidelity else None

@@ -28,8 +28,8 @@ from sakura.evaluation.workloads import (
     WORKLOADS,
     Analytic,
     CodecRates,
-    analytic_geometry,
     measure_workload,
+    workload_geometries,
     workload_spec,
 )
 from sakura.platform.traces import load_traces
@@ -77,12 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         profiles = args.device_profile or (ANALYTIC_PROFILES if isinstance(spec, Analytic) else ("this-machine",))
         for profile_name in profiles:
             profile = device_profile(profile_name)
-            if isinstance(spec, Analytic):
-                g0 = reference.geometries[0]
-                geometries = [analytic_geometry(spec, profile, rates, g0.levels, g0.cachegen_levels)]
-            else:
-                geometries = [g.scaled(profile.compute_factor, decode_factor=profile.cpu_factor)
-                              for g in reference.geometries]
+            geometries = workload_geometries(spec, profile, reference)
             entry = _map(name, geometries, families, family_rate, rtt, floor, args)
             out["maps"].setdefault(name, {})[profile_name] = entry
             _print(name, profile_name, entry)

@@ -55,9 +55,13 @@ class Timeline:
     stalls: list[Stall] = field(default_factory=list)
     manifest_s: float = 0.0  # when the pipeline started: manifest, model and context objects ready
     preamble_s: float = 0.0  # when the preamble response (manifest and objects) had arrived
+    preamble_bytes: int = 0  # its bytes, where known (the simulator; 0 live)
     model_load_s: float = 0.0  # of manifest_s, spent loading the on-device model (0 once loaded)
     compute_start: float = 0.0
     compute_end: float = 0.0
+    #: Seconds the phone computed template KV before ``compute_start`` (CacheGen's text fallback);
+    #: what it computes between ``compute_start`` and ``compute_end`` is not in it.
+    precompute_s: float = 0.0
 
     @property
     def latency_s(self) -> float:

@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 
 def ondevice(sim: EditSimulator, system: str) -> Timeline:
     """Download what the baseline needs (cold), then compute everything on the phone."""
-    nbytes = sim.g.prepared_bytes if system == "on-device-prepared" else sim.g.source_bytes
-    t = 0.0 if sim.warm_template else sim.fetched(0.0, nbytes)
-    return Timeline(system, [], compute_start=t, compute_end=t + sim.g.ondevice_compute_s(system))
+    nbytes = 0 if sim.warm_template else sim.g.prepared_bytes if system == "on-device-prepared" else sim.g.source_bytes
+    t = sim.fetched(0.0, nbytes)
+    return Timeline(system, [], preamble_s=t, preamble_bytes=nbytes, compute_start=t,
+                    compute_end=t + sim.g.ondevice_compute_s(system))
 
 
 def sequential(sim: EditSimulator, policy: LevelPolicy, system: str) -> Timeline:
@@ -63,7 +64,10 @@ def cachegen(sim: EditSimulator, ladder: list[str], system: str) -> Timeline:
         shard.decoded_at = decode_free = shard.decode_started_at + sim.g.decode_s[level][i]
         shards.append(shard)
         link_free, request = arrived(shard), _next_request(sim, [s for s in shards if not s.computed])
-    return _compute_after(sim, shards, system, decode_free + _fallback_compute(sim, shards))
+    fallback = _fallback_compute(sim, shards)
+    edit = _compute_after(sim, shards, system, decode_free + fallback, sim.g.prepared_bytes)
+    edit.precompute_s = fallback
+    return edit
 
 
 def _fallback_compute(sim: EditSimulator, shards: list[ShardTiming]) -> float:
@@ -85,9 +89,12 @@ def _decode_then_compute(sim: EditSimulator, system: str, shards: list[ShardTimi
     return _compute_after(sim, shards, system, t)
 
 
-def _compute_after(sim: EditSimulator, shards: list[ShardTiming], system: str, t: float) -> Timeline:
-    """Every shard is on the phone at ``t``: the model computes without a stall."""
-    edit = Timeline(system, [], compute_start=t)
+def _compute_after(sim: EditSimulator, shards: list[ShardTiming], system: str, t: float,
+                   objects: int | None = None) -> Timeline:
+    """Every shard is on the phone at ``t``: the model computes without a stall. ``objects``: the
+    bytes the preamble response bundled with the manifest (default: the context objects)."""
+    edit = Timeline(system, [], compute_start=t, preamble_s=sim.preamble_done(objects),
+                    preamble_bytes=sim.preamble_bytes(objects))
     for shard in shards:
         sim._consume(edit, shard, t)
     return edit

@@ -106,10 +106,13 @@ class EditSimulator:
     def preamble_done(self, context_bytes: int | None = None) -> float:
         """When the KV can be requested: cold, once one response brought the manifest and the
         objects bundled with it (the live client's preamble request); warm, at once."""
+        return self.fetched(0.0, self.preamble_bytes(context_bytes))
+
+    def preamble_bytes(self, context_bytes: int | None = None) -> int:
+        """The preamble response's bytes: the manifest and the objects bundled with it (0 warm)."""
         if self.warm_template:
-            return 0.0
-        objects = self.g.context_bytes if context_bytes is None else context_bytes
-        return self.fetched(0.0, self.g.manifest_bytes + objects)
+            return 0
+        return self.g.manifest_bytes + (self.g.context_bytes if context_bytes is None else context_bytes)
 
     def primed_estimator(self) -> BandwidthEstimator:
         """What a phone that used the link for the last three seconds would know (nothing if cold)."""
@@ -168,7 +171,8 @@ class EditSimulator:
         t = self.preamble_done(objects)
         if objects and not self.warm_template:  # the live client learns the link from a preamble with objects
             est.observe(self.g.manifest_bytes + objects, max(t - self.rtt, 1e-6))
-        stages = PipelineStages(self, Timeline(system, [], compute_start=t, preamble_s=t),
+        stages = PipelineStages(self, Timeline(system, [], compute_start=t, preamble_s=t,
+                                               preamble_bytes=self.preamble_bytes(objects)),
                                 extend=self._extend if hybrid else None,
                                 window=stage_window(self.n, one_pass=self.g.kv_cached))
         run = _Run(policy, stages, est, t, abandon)

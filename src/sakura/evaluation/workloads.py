@@ -112,6 +112,18 @@ def measure_workload(model: str, library: str, *, steps: int | None = None, repe
     return out
 
 
+def workload_geometries(spec: Measured | Analytic, profile: DeviceProfile,
+                        reference: MeasuredWorkload) -> list[EditGeometry]:
+    """The edits of ``spec`` on ``profile``: an analytic workload's one edit (bytes per level and
+    decode speed from ``reference``'s measured KV), or ``reference``'s measured edits scaled to the
+    profile (``reference`` then being ``spec``'s model's)."""
+    if isinstance(spec, Analytic):
+        g0 = reference.geometries[0]
+        rates = CodecRates.from_geometries(reference.geometries)
+        return [analytic_geometry(spec, profile, rates, g0.levels, g0.cachegen_levels)]
+    return [g.scaled(profile.compute_factor, decode_factor=profile.cpu_factor) for g in reference.geometries]
+
+
 def matched_floor(g: EditGeometry, fidelity: FidelityTable) -> str:
     """The coarsest CacheGen configuration at least as faithful as SAKURA's smallest level."""
     target = fidelity.psnr((g.levels[0],) * g.shards)

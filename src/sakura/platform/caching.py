@@ -3,8 +3,8 @@ node-local disk tiers, its manifest cache, and the phone's shard cache.
 
 :class:`Budget` is the bookkeeping they share: what each entry costs (bytes by default) and,
 when a new one does not fit, which entries go, as an :class:`EvictionPolicy` chooses (registered
-by name, as LMCache's storage backends take theirs: ``lru`` here, the phone's ``lru-template``
-in :mod:`sakura.edge_client`).
+by name, as LMCache's storage backends take theirs: ``lru``, ``lfu`` and ``lfu-history`` here,
+the phone's ``lru-template`` in :mod:`sakura.edge_client`).
 :class:`MemoryCache` keeps values in memory, :class:`DiskCache` keeps files named by their
 sha256 under a folder, written atomically and verified on every read (a disk can rot).
 """
@@ -53,7 +53,36 @@ class LeastRecentlyUsed:
         return [key for key in self._order if key != incoming]
 
 
-EVICTION_POLICIES: dict[str, Callable[[], EvictionPolicy[Any]]] = {"lru": LeastRecentlyUsed}
+class LeastFrequentlyUsed:
+    """Fewest uses first, the least recently used first among equals. ``remember``: an entry's
+    uses are still counted after it left (perfect LFU: a popular entry evicted once comes back
+    with its count); else it comes back as new (in-cache LFU)."""
+
+    def __init__(self, *, remember: bool = False) -> None:
+        self._remember = remember
+        self._uses: collections.Counter[Hashable] = collections.Counter()
+        self._cached: collections.OrderedDict[Hashable, None] = collections.OrderedDict()
+
+    def used(self, key: Hashable) -> None:
+        self._uses[key] += 1
+        self._cached[key] = None
+        self._cached.move_to_end(key)
+
+    def forget(self, key: Hashable) -> None:
+        self._cached.pop(key, None)
+        if not self._remember:
+            self._uses.pop(key, None)
+
+    def victims(self, incoming: Hashable | None) -> list[Hashable]:
+        recency = {key: i for i, key in enumerate(self._cached)}
+        return sorted((key for key in self._cached if key != incoming), key=lambda key: (self._uses[key], recency[key]))
+
+
+EVICTION_POLICIES: dict[str, Callable[[], EvictionPolicy[Any]]] = {
+    "lru": LeastRecentlyUsed,
+    "lfu": LeastFrequentlyUsed,
+    "lfu-history": lambda: LeastFrequentlyUsed(remember=True),
+}
 
 
 def register_eviction(name: str, policy: Callable[[], EvictionPolicy[Any]]) -> None:

@@ -50,6 +50,22 @@ def test_budget_reports_victims_and_eviction_is_chosen_by_name():
     assert "lru" in EVICTION_POLICIES
 
 
+def test_lfu_evicts_the_fewest_uses_first_and_lfu_history_remembers_an_evicted_entrys_uses():
+    budget: Budget[str] = Budget(2, "lfu")
+    budget.admit("a", 1)
+    budget.admit("b", 1)
+    for _ in range(3):
+        budget.touch("a")  # a: 4 uses, b: 1
+    assert budget.admit("c", 1) == ["b"]  # not the least recent (a): the least used
+    for eviction, order in (("lfu", ["a", "b"]), ("lfu-history", ["b", "a"])):
+        policy = EVICTION_POLICIES[eviction]()
+        for key in "aaabb":
+            policy.used(key)
+        policy.forget("a")  # evicted with 3 uses
+        policy.used("a")  # back: 1 use, or 4 with its history, against b's 2
+        assert list(policy.victims(None)) == order, eviction
+
+
 def test_disk_entries_are_verified_on_read_and_rot_is_dropped(tmp_path):
     cache = DiskCache(tmp_path, 100)
     data = b"payload"
