@@ -11,16 +11,20 @@ phone's compute, decode and screen power). Then:
 
 * ``families.<group>.<system>``: ``joules_median`` beside ``latency_median_s``, and the median of
   each state's joules;
-* ``regime``: each system's median joules and seconds on constant links from 0.5 Mbit/s to
-  2 Gbit/s (LTE's power model; 5G's above 100 Mbit/s), and the rates where on-device and SAKURA
-  cross, in joules and in seconds;
+* ``regime``: each system's median seconds, and joules under LTE's and 5G's power models, on
+  constant links from 0.5 Mbit/s to 2 Gbit/s, and the rates where on-device and SAKURA cross, in
+  seconds and in joules;
 * ``sustained``: ``--session-edits`` edits, one every ``--session-every`` seconds, each of a template
   the phone does not hold, on a phone that throttles (``sakura.evaluation.thermal``) and one that
-  does not, over one start per trace: per edit, median latency and joules.
+  does not, and back to back on one that throttles; over the first ``--session-traces`` traces of
+  each family (SAKURA's fetch-only variants over those where they are not hopeless: ``sessions``
+  says over how many): per edit, median latency and joules.
 
 SAKURA's fetch-only variants are not simulated where hopeless (their lower bound over 20x the stock
-on-device edit, ``sakura.evaluation.regime``): their medians are over the other edits, and
-``hopeless_runs`` says how many.
+on-device edit, ``sakura.evaluation.regime``): such an edit counts at its lower bound (seconds:
+fetching the smallest level of every shard; joules: that long with the radio transferring and the
+screen on), as ``bench/e2e.py`` counts it, so where ``hopeless_runs`` is not 0 their medians are
+lower bounds.
 """
 
 from __future__ import annotations
@@ -47,11 +51,13 @@ from sakura.platform.traces import BandwidthTrace, load_traces
 
 DEFAULT_WORKLOADS = ("reference", "klein-4b-ref512", "klein-4b-ref1024", "klein-9b-ref1024", "kontext-ref512",
                      "sd35m-ref512")
+#: Every system of the comparison but the oracle (a latency bound whose joules say little, and the
+#: slowest to simulate).
+FAMILY_SYSTEMS = tuple(s for s in SYSTEMS if s != "oracle")
 MAP_SYSTEMS = ("sakura", "sakura-fetch-only", "cachegen", "on-device", "on-device-prepared")
 SESSION_SYSTEMS = ("sakura", "sakura-fetch-only", "cachegen", "on-device", "on-device-prepared")
-#: Above this rate the map prices the radio as 5G (LTE's measured links stay below it: lumos-4g's
-#: fastest second is about 100 Mbit/s).
-FIVE_G_ABOVE_MBPS = 100.0
+#: The radios the regime map prices every rate with.
+MAP_RADIOS = ("lte", "5g-nsa")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--points", type=int, default=19, help="link rates on the map")
     p.add_argument("--session-edits", type=int, default=20)
     p.add_argument("--session-every", type=float, default=10.0, help="seconds between session edits' starts")
+    p.add_argument("--session-traces", type=int, default=2, help="traces per family a session runs over")
     p.add_argument("--rtt-ms", type=float, default=40.0)
     p.add_argument("--server-ms", type=float, default=15.0)
     p.add_argument("--repeats", type=int, default=3, help="timed repetitions per compute measurement")
@@ -97,29 +104,40 @@ def main(argv: list[str] | None = None) -> int:
         _print(name, report)
         if args.plots:
             _plot(args.plots, name, report)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
+        if args.json:  # after every workload: a long run keeps what it finished
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(out, indent=1))
     print(f"done in {time.time() - started:.0f} s")
     return 0
 
 
 def _families(geometries, families, rtt, floor, phone, starts) -> dict:
     runs = simulate_runs(geometries, families, starts=starts, rtt_s=rtt, floors=[floor] * len(geometries),
-                         skip_hopeless=True)
+                         systems=FAMILY_SYSTEMS, skip_hopeless=True)
     priced: dict[str, dict[str, list[tuple[float, EditEnergy]]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
-        for system, edit in r.edits.items():
-            priced[r.family][system].append((edit.latency_s, edit_energy(edit, radio_for(r.family), phone)))
+        radio = radio_for(r.family)
+        for system in FAMILY_SYSTEMS:
+            if system in r.edits:
+                edit = r.edits[system]
+                priced[r.family][system].append((edit.latency_s, edit_energy(edit, radio, phone)))
+            elif system.startswith("sakura-"):  # hopeless: its lower bound, as bench/e2e.py counts it
+                priced[r.family][system].append((r.bound, _lower_bound(r.bound, radio, phone)))
     table: dict = {}
+    hopeless_runs: dict[str, int] = {}
     for group, members in groups(list(priced)).items():
         table[group] = {}
-        for system in SYSTEMS:
+        for system in FAMILY_SYSTEMS:
             edits = [e for f in members for e in priced[f].get(system, [])]
             if edits:
                 table[group][system] = _stats(edits)
-        table[group]["hopeless_runs"] = sum(1 for r in runs if r.family in members and "sakura-fetch-only" not in r.edits)
-    return {"families": table}
+        hopeless_runs[group] = sum(1 for r in runs if r.family in members and "sakura-fetch-only" not in r.edits)
+    return {"families": table, "hopeless_runs": hopeless_runs}
+
+
+def _lower_bound(seconds: float, radio, phone) -> EditEnergy:
+    """No fetching edit of ``seconds`` costs less than its radio transferring and its screen on throughout."""
+    return EditEnergy(radio_j=radio.active_w * seconds, compute_j=0.0, decode_j=0.0, base_j=phone.base_w * seconds)
 
 
 def _stats(edits: list[tuple[float, EditEnergy]]) -> dict:
@@ -132,39 +150,49 @@ def _stats(edits: list[tuple[float, EditEnergy]]) -> dict:
 
 
 def _regime(geometries, rtt, floor, phone, points) -> dict:
+    """Per radio of :data:`MAP_RADIOS`, over every rate (a radio's power model past the rates it was
+    measured at is an extrapolation: the map shows where joules and seconds part, not a forecast)."""
     rates = link_rates(points=points)
-    joules: dict[str, list[float | None]] = {s: [] for s in MAP_SYSTEMS}
-    seconds: dict[str, list[float | None]] = {s: [] for s in MAP_SYSTEMS}
+    edits: dict[str, list] = {s: [] for s in MAP_SYSTEMS}  # per rate: every geometry's edit, or None
     for rate in rates:
-        radio = RADIOS["5g-nsa" if rate > FIVE_G_ABOVE_MBPS else "lte"]
         sims = [EditSimulator(g, BandwidthTrace.constant(rate, duration=1e7), 0.0, rtt_s=rtt, cachegen_floor=floor)
                 for g in geometries]
         for system in MAP_SYSTEMS:
-            edits = [None if system.startswith("sakura-") and hopeless(sim) else sim.run(system) for sim in sims]
-            done = [e for e in edits if e is not None]
-            full = len(done) == len(edits)
-            joules[system].append(float(np.median([edit_energy(e, radio, phone).total_j for e in done]))
-                                  if full else None)
-            seconds[system].append(float(np.median([e.latency_s for e in done])) if full else None)
-    ratio = {kind: [None if a is None or b is None else a / b for a, b in zip(table["on-device"], table["sakura"])]
-             for kind, table in (("joules", joules), ("seconds", seconds))}
-    return {"rates_mbps": rates, "joules_median": joules, "latency_median_s": seconds,
-            "ondevice_over_sakura": ratio,
-            "crossovers_mbps": {kind: crossovers(rates, values) for kind, values in ratio.items()}}
+            done = [None if system.startswith("sakura-") and hopeless(sim) else sim.run(system) for sim in sims]
+            edits[system].append(done if all(e is not None for e in done) else None)
+    seconds = {s: [None if e is None else float(np.median([x.latency_s for x in e])) for e in per_rate]
+               for s, per_rate in edits.items()}
+    out: dict = {"rates_mbps": rates, "latency_median_s": seconds,
+                 "ondevice_over_sakura_seconds": _ratio(seconds["on-device"], seconds["sakura"])}
+    out["crossovers_mbps_seconds"] = crossovers(rates, out["ondevice_over_sakura_seconds"])
+    for name in MAP_RADIOS:
+        joules = {s: [None if e is None else float(np.median([edit_energy(x, RADIOS[name], phone).total_j for x in e]))
+                      for e in per_rate] for s, per_rate in edits.items()}
+        ratio = _ratio(joules["on-device"], joules["sakura"])
+        out[name] = {"joules_median": joules, "ondevice_over_sakura_joules": ratio,
+                     "crossovers_mbps_joules": crossovers(rates, ratio)}
+    return out
+
+
+def _ratio(a: list[float | None], b: list[float | None]) -> list[float | None]:
+    return [None if x is None or y is None else x / y for x, y in zip(a, b)]
 
 
 def _sustained(geometry, families, rtt, phone, args) -> dict:
     out: dict = {}
-    for label, thermal in (("throttling", ThermalModel()), ("never-throttles", NEVER_THROTTLES)):
+    cadences = (("throttling", ThermalModel(), args.session_every),
+                ("never-throttles", NEVER_THROTTLES, args.session_every),
+                ("back-to-back", ThermalModel(), 0.0))
+    for label, thermal, every_s in cadences:
         sessions: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
         for family, traces in families.items():
-            for trace in traces:
+            for trace in traces[:args.session_traces]:
                 skip = hopeless(EditSimulator(geometry, trace, 0.0, rtt_s=rtt))
                 for system in SESSION_SYSTEMS:
                     if skip and system.startswith("sakura-"):
                         continue
                     sessions[family][system].append(sustained_session(
-                        geometry, trace, 0.0, system, edits=args.session_edits, every_s=args.session_every,
+                        geometry, trace, 0.0, system, edits=args.session_edits, every_s=every_s,
                         rtt_s=rtt, thermal=thermal, radio=radio_for(family), phone=phone))
         out[label] = {group: {system: session_summary(found)
                               for system in SESSION_SYSTEMS
@@ -182,13 +210,19 @@ def _print(name: str, report: dict) -> None:
             print(f"  {system:20s} {s['joules_median']:9.1f} J {s['latency_median_s']:9.2f} s  "
                   f"(radio {s['radio_j_median']:.1f}, compute {s['compute_j_median']:.1f}, "
                   f"decode {s['decode_j_median']:.1f}, screen {s['base_j_median']:.1f})")
-    cross = report["regime"]["crossovers_mbps"]
-    print(f"  on-device = SAKURA at {cross['joules']} Mbit/s in joules, {cross['seconds']} Mbit/s in seconds")
+    regime = report["regime"]
+    print(f"  on-device = SAKURA at {_rates(regime['crossovers_mbps_seconds'])} in seconds, "
+          + ", ".join(f"{_rates(regime[r]['crossovers_mbps_joules'])} in joules ({r})" for r in MAP_RADIOS))
     for label, table in report["sustained"].items():
-        ranks = {system: (v["first"]["latency_median_s"], v["last"]["latency_median_s"], v["last"]["joules_median"])
-                 for system, v in table["overall"].items()}
-        print(f"  session ({label}): " + "; ".join(f"{s} {a:.2f}->{b:.2f} s, last {j:.0f} J"
-                                                  for s, (a, b, j) in ranks.items()))
+        print(f"  session ({label}), first -> last edit, and joules per edit over the session:")
+        for system, v in table["overall"].items():
+            per_edit = v["joules_total_median"] / len(v["per_edit"])
+            print(f"    {system:20s} {v['first']['latency_median_s']:8.2f} -> {v['last']['latency_median_s']:8.2f} s "
+                  f"(speed {v['last']['speed_median']:.2f}), {per_edit:7.1f} J")
+
+
+def _rates(values: list[float]) -> str:
+    return ", ".join(f"{v:.0f}" for v in values) + " Mbit/s" if values else "no rate"
 
 
 def _plot(out: Path, name: str, report: dict) -> None:
@@ -196,7 +230,7 @@ def _plot(out: Path, name: str, report: dict) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     energy_latency(out / f"energy-latency-{name}.png", report["families"], name)
-    energy_regime(out / f"energy-regime-{name}.png", report["regime"], name)
+    energy_regime(out / f"energy-regime-{name}.png", report["regime"], name, MAP_RADIOS)
     session_curves(out / f"session-{name}.png", report["sustained"], name)
 
 

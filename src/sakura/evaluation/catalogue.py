@@ -7,7 +7,7 @@ the latency, the bytes fetched and the bytes the cache then keeps (the shards it
 client keeps fetched shards, not KV the phone computed); for a template it holds (a *hit*), the
 latency with the kept shards read from flash. An edit of a template whose kept shards are a
 part of its KV (the hybrid computed the rest) saves that part of the time a miss spends beyond a
-full hit (:func:`hit_latency`): an approximation, said where it is used.
+full hit, and of its bytes (:func:`hit_latency`): an approximation, said where it is used.
 
 Popularity: rank ``r`` of ``n`` templates is drawn with probability proportional to ``r**-alpha``.
 :data:`ZIPF_ALPHA` 0.8: Breslau et al., 'Web Caching and Zipf-like Distributions: Evidence and
@@ -29,12 +29,17 @@ ZIPF_ALPHA = 0.8
 
 @dataclass(frozen=True)
 class PooledEdit:
-    """One simulated edit of a system: as a miss, and as a hit of what the miss kept."""
+    """One simulated edit of a system from a phone without the template, and what its cache kept."""
 
     miss_s: float
     miss_bytes: int
     kept_bytes: int
-    hit_s: float
+    kept_fraction: float  # of the template's shards
+    full_hit_s: float  # the same edit with every shard on the phone's flash
+
+    def hit(self, kept_fraction: float) -> tuple[float, int]:
+        """Seconds and bytes of this edit when the cache holds ``kept_fraction`` of the shards."""
+        return hit_latency(self.miss_s, self.full_hit_s, kept_fraction), round(self.miss_bytes * (1 - kept_fraction))
 
 
 def hit_latency(miss_s: float, full_hit_s: float, kept_fraction: float) -> float:
@@ -62,22 +67,34 @@ def zipf_ranks(n_templates: int, alpha: float, count: int, rng: np.random.Genera
     return rng.choice(n_templates, size=count, p=weights / weights.sum())
 
 
+def drifting(ranks: np.ndarray, every: int) -> np.ndarray:
+    """Template ids of ``ranks`` in a catalogue where a new template takes the top rank every
+    ``every`` edits and pushes the others down one (edit ``k``'s rank ``r`` is template
+    ``k // every - r``): popularity moves to what is new, as in a catalogue that grows every week."""
+    return np.arange(len(ranks)) // every - ranks
+
+
 def run_catalogue(ranks: Sequence[int], pool: Sequence[PooledEdit], budget_bytes: int, eviction: str,
                   rng: np.random.Generator, *, warmup: int = 0) -> CatalogueResult:
     """The edits of templates ``ranks`` through a cache of ``budget_bytes`` evicting by
-    ``eviction``; each edit's figures drawn from ``pool``. The first ``warmup`` edits fill the
-    cache and are not counted."""
+    ``eviction``: each edit's link and start drawn from ``pool``; a template the cache lacks keeps
+    what its edit fetched, and a later edit of it fetches (or computes) only the rest. The first
+    ``warmup`` edits fill the cache and are not counted."""
     cache: Budget[int] = Budget(budget_bytes, eviction)
+    kept: dict[int, float] = {}  # template -> the fraction of its shards the cache holds
     draws = rng.integers(len(pool), size=len(ranks))
     hits, latency, fetched = 0, [], []
-    for k, (template, draw) in enumerate(zip(ranks, draws)):
-        edit = pool[draw]
-        hit = cache.touch(int(template))
+    for k, (rank, draw) in enumerate(zip(ranks, draws)):
+        edit, template = pool[draw], int(rank)
+        hit = cache.touch(template)
+        seconds, nbytes = edit.hit(kept[template]) if hit else (edit.miss_s, edit.miss_bytes)
         if not hit and edit.kept_bytes > 0:
-            cache.admit(int(template), edit.kept_bytes)
-        if k < warmup:
-            continue
-        hits += hit
-        latency.append(edit.hit_s if hit else edit.miss_s)
-        fetched.append(0 if hit else edit.miss_bytes)
+            for victim in cache.admit(template, edit.kept_bytes) or ():
+                kept.pop(victim, None)
+            if template in cache:
+                kept[template] = edit.kept_fraction
+        if k >= warmup:
+            hits += hit
+            latency.append(seconds)
+            fetched.append(nbytes)
     return CatalogueResult(len(ranks) - warmup, hits, latency, fetched)

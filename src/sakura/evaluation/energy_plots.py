@@ -21,8 +21,6 @@ def energy_latency(path: Path, families: dict, workload: str) -> Path:
     fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.4), squeeze=False)
     for ax, family in zip(axes[0], names):
         for system, s in families[family].items():
-            if not isinstance(s, dict):
-                continue
             colour, _ = SYSTEM_STYLE.get(system, ("#444444", "-"))
             ax.scatter(s["latency_median_s"], s["joules_median"], color=colour, s=22)
             ax.annotate(system, (s["latency_median_s"], s["joules_median"]), fontsize=6)
@@ -35,35 +33,43 @@ def energy_latency(path: Path, families: dict, workload: str) -> Path:
     return _save(fig, path)
 
 
-def energy_regime(path: Path, regime: dict, workload: str) -> Path:
-    """Each system's joules per edit against the link rate, and on-device over SAKURA in joules and seconds."""
+def energy_regime(path: Path, regime: dict, workload: str, radios: tuple[str, ...]) -> Path:
+    """Each system's joules per edit against the link rate under each radio's power model, and
+    on-device over SAKURA in joules and in seconds."""
     plt = _pyplot()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.4), sharex=True)
+    fig, axes = plt.subplots(2, len(radios), figsize=(5.2 * len(radios), 6.4), sharex=True, squeeze=False)
     rates = regime["rates_mbps"]
-    for system, values in regime["joules_median"].items():
-        colour, style = SYSTEM_STYLE.get(system, ("#444444", "-"))
-        top.plot(rates, [v if v is not None else float("nan") for v in values], style, color=colour, label=system)
-    top.set_yscale("log")
-    top.set_ylabel("median joules per edit")
-    top.legend(fontsize=7)
-    for kind, style in (("joules", "-"), ("seconds", "--")):
-        values = regime["ondevice_over_sakura"][kind]
-        bottom.plot(rates, [v if v is not None else float("nan") for v in values], style, color="#6a994e",
-                    label=f"on-device / SAKURA, {kind}")
-    bottom.axhline(1.0, color="#999999", lw=0.8)
-    bottom.set_yscale("log")
-    bottom.set_xscale("log")
-    bottom.set_xlabel("link rate, Mbit/s (LTE's power model; 5G's above 100 Mbit/s)")
-    bottom.set_ylabel("ratio (>1: SAKURA better)")
-    bottom.legend(fontsize=7)
+    for column, radio in enumerate(radios):
+        top, bottom = axes[0][column], axes[1][column]
+        for system, values in regime[radio]["joules_median"].items():
+            colour, style = SYSTEM_STYLE.get(system, ("#444444", "-"))
+            top.plot(rates, _nan(values), style, color=colour, label=system)
+        top.set_yscale("log")
+        top.set_title(f"{radio}'s power model", fontsize=9)
+        bottom.plot(rates, _nan(regime[radio]["ondevice_over_sakura_joules"]), "-", color="#6a994e",
+                    label="on-device / SAKURA, joules")
+        bottom.plot(rates, _nan(regime["ondevice_over_sakura_seconds"]), "--", color="#6a994e",
+                    label="on-device / SAKURA, seconds")
+        bottom.axhline(1.0, color="#999999", lw=0.8)
+        bottom.set_yscale("log")
+        bottom.set_xscale("log")
+        bottom.set_xlabel("link rate, Mbit/s")
+    axes[0][0].set_ylabel("median joules per edit")
+    axes[0][0].legend(fontsize=7)
+    axes[1][0].set_ylabel("ratio (>1: SAKURA better)")
+    axes[1][0].legend(fontsize=7)
     fig.suptitle(f"{workload}: the regime map in joules", fontsize=10)
     return _save(fig, path)
 
 
+def _nan(values: list) -> list[float]:
+    return [float("nan") if v is None else v for v in values]
+
+
 def session_curves(path: Path, sustained: dict, workload: str) -> Path:
-    """Per edit of a sustained session: median latency and joules, throttling phone and not."""
+    """Per edit of a sustained session, one column per cadence and thermal model: median latency and joules."""
     plt = _pyplot()
-    fig, axes = plt.subplots(2, 2, figsize=(9.0, 6.0), sharex=True)
+    fig, axes = plt.subplots(2, len(sustained), figsize=(4.5 * len(sustained), 6.0), sharex=True, squeeze=False)
     for column, (label, table) in enumerate(sustained.items()):
         for system, summary in table["overall"].items():
             colour, style = SYSTEM_STYLE.get(system, ("#444444", "-"))

@@ -64,6 +64,6 @@ def session_summary(sessions: Sequence[Sequence[SessionEdit]]) -> dict:
         "joules_median": float(np.median([s[k].energy.total_j for s in sessions])),
         "speed_median": float(np.median([s[k].speed for s in sessions])),
     } for k in range(count)]
-    return {"per_edit": per_edit, "first": per_edit[0], "last": per_edit[-1],
+    return {"sessions": len(sessions), "per_edit": per_edit, "first": per_edit[0], "last": per_edit[-1],
             "session_s_median": float(np.median([s[-1].start_s + s[-1].latency_s for s in sessions])),
             "joules_total_median": float(np.median([sum(e.energy.total_j for e in s) for s in sessions]))}
