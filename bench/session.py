@@ -17,6 +17,10 @@ every ``--drift-every`` edits, an estimate of a catalogue that grows every week)
 there), swept over ``--alphas`` at the largest budget for 1,000 templates.
 
 Flash: a hit reads the kept shards at :data:`FLASH_MBPS`, :data:`FLASH_ACCESS_S` per read.
+``catalogues``: the cache keeps what today's client keeps (the manifest and the fetched shards;
+a manifest's bytes are not counted); ``objects_kept``: it keeps the template's context and source
+objects too (prompt embeddings, reference latents), so a hit is a warm edit (simulated from the
+same start with them on the phone).
 """
 
 from __future__ import annotations
@@ -83,13 +87,16 @@ def main(argv: list[str] | None = None) -> int:
         profile = device_profile("flagship-npu" if isinstance(spec, Analytic) else "this-machine")
         geometries = workload_geometries(spec, profile, reference)
         runs = simulate_runs(geometries, families, starts=args.starts, rtt_s=rtt, systems=SYSTEMS)
+        warm = simulate_runs(geometries, families, starts=args.starts, rtt_s=rtt, systems=SYSTEMS, warm_template=True)
         g = geometries[0]
         template_bytes = {lv: float(np.mean([sum(x.sizes[lv]) for x in geometries])) for lv in g.levels}
         report: dict = {"device_profile": profile.name, "template_bytes": template_bytes, "systems": {}}
         for system in SYSTEMS:
-            pool = [_pooled(r.edits[system], r.sim.g, _full_hit_s(r.sim.g, system)) for r in runs]
+            pool = [_pooled(r.edits[system], w.edits[system], r.sim.g, _full_hit_s(r.sim.g, system))
+                    for r, w in zip(runs, warm)]
             report["systems"][system] = {"pool": _pool_stats(pool), "catalogues": _catalogues(pool, args),
-                                         "alpha_sweep": _alpha_sweep(pool, args)}
+                                         "alpha_sweep": _alpha_sweep(pool, args),
+                                         "objects_kept": _catalogues(pool, args, keep_objects=True)}
         out["workloads"][name] = report
         _print(name, report)
         if args.plots:
@@ -107,11 +114,13 @@ def _full_hit_s(g: EditGeometry, system: str) -> float:
     return EditSimulator(g, flash, 0.0, rtt_s=FLASH_ACCESS_S, warm_template=True).run(system).latency_s
 
 
-def _pooled(edit: Timeline, g: EditGeometry, full_hit_s: float) -> PooledEdit:
+def _pooled(edit: Timeline, warm: Timeline, g: EditGeometry, full_hit_s: float) -> PooledEdit:
+    """``edit`` from a phone without the template; ``warm``: the same start with its manifest and objects."""
     kept = [s for s in edit.shards if s.source == "network" and not s.computed]
     return PooledEdit(miss_s=edit.latency_s, miss_bytes=edit.network_bytes + edit.preamble_bytes,
                       kept_bytes=sum(g.sizes[s.level][s.index] for s in kept), kept_fraction=len(kept) / g.shards,
-                      full_hit_s=full_hit_s)
+                      full_hit_s=full_hit_s, objects_bytes=edit.preamble_bytes, warm_s=warm.latency_s,
+                      warm_bytes=warm.network_bytes)
 
 
 def _pool_stats(pool: list[PooledEdit]) -> dict:
@@ -123,28 +132,29 @@ def _pool_stats(pool: list[PooledEdit]) -> dict:
 
 
 def _sessions(pool: list[PooledEdit], n: int, budget: int, eviction: str, alpha: float, args, *,
-              warmup: int, drift_every: int | None = None) -> dict:
+              warmup: int, drift_every: int | None = None, keep_objects: bool = False) -> dict:
     results = []
     for seed in range(args.sessions):
         rng = np.random.default_rng(seed)
         ranks = zipf_ranks(n, alpha, warmup + args.edits, rng)
         templates = ranks if drift_every is None else drifting(ranks, drift_every)
-        results.append(run_catalogue(templates, pool, budget, eviction, rng, warmup=warmup))
+        results.append(run_catalogue(templates, pool, budget, eviction, rng, warmup=warmup, keep_objects=keep_objects))
     latency = [s for r in results for s in r.latency_s]
     return {"hit_ratio": float(np.mean([r.hit_ratio for r in results])),
             "latency_mean_s": float(np.mean(latency)), "latency_median_s": float(np.median(latency)),
             "bytes_per_edit": float(np.mean([b for r in results for b in r.bytes_fetched]))}
 
 
-def _catalogues(pool: list[PooledEdit], args) -> dict:
+def _catalogues(pool: list[PooledEdit], args, *, keep_objects: bool = False) -> dict:
     out: dict = {}
     for n in CATALOGUES:
         for label, budget in BUDGETS.items():
             for eviction in EVICTIONS:
-                fresh = _sessions(pool, n, budget, eviction, ZIPF_ALPHA, args, warmup=0)
-                steady = _sessions(pool, n, budget, eviction, ZIPF_ALPHA, args, warmup=args.warmup)
+                kw = dict(keep_objects=keep_objects)
+                fresh = _sessions(pool, n, budget, eviction, ZIPF_ALPHA, args, warmup=0, **kw)
+                steady = _sessions(pool, n, budget, eviction, ZIPF_ALPHA, args, warmup=args.warmup, **kw)
                 drift = _sessions(pool, n, budget, eviction, ZIPF_ALPHA, args, warmup=args.warmup,
-                                  drift_every=args.drift_every)
+                                  drift_every=args.drift_every, **kw)
                 out.setdefault(str(n), {}).setdefault(label, {})[eviction] = {
                     **fresh, "hit_ratio_steady": steady["hit_ratio"], "latency_mean_steady_s": steady["latency_mean_s"],
                     "bytes_per_edit_steady": steady["bytes_per_edit"], "hit_ratio_drifting": drift["hit_ratio"]}
@@ -165,11 +175,13 @@ def _print(name: str, report: dict) -> None:
         pool = entry["pool"]
         print(f"  {system}: miss {pool['miss_median_s']:.2f} s, hit {pool['hit_median_s']:.2f} s, "
               f"kept {pool['kept_bytes_median'] / 1e6:.1f} MB (medians)")
-        for n, budgets in entry["catalogues"].items():
-            for label, policies in budgets.items():
-                print(f"    {n:>6s} templates, {label:>5s}: " + "  ".join(
-                    f"{ev} {v['hit_ratio']:.2f}/{v['hit_ratio_steady']:.2f}/{v['hit_ratio_drifting']:.2f} "
-                    f"{v['latency_mean_s']:.2f} s" for ev, v in policies.items()))
+        for kept in ("catalogues", "objects_kept"):
+            print(f"   {'shards kept' if kept == 'catalogues' else 'shards, manifest and objects kept'}:")
+            for n, budgets in entry[kept].items():
+                for label, policies in budgets.items():
+                    print(f"    {n:>6s} templates, {label:>5s}: " + "  ".join(
+                        f"{ev} {v['hit_ratio']:.2f}/{v['hit_ratio_steady']:.2f}/{v['hit_ratio_drifting']:.2f} "
+                        f"{v['latency_mean_s']:.2f} s" for ev, v in policies.items()))
     print("  hit ratio from an empty cache / after the warm-up / after it with drifting popularity; "
           "mean latency per edit from an empty cache")
 

@@ -33,13 +33,22 @@ class PooledEdit:
 
     miss_s: float
     miss_bytes: int
-    kept_bytes: int
+    kept_bytes: int  # the shards it fetched
     kept_fraction: float  # of the template's shards
     full_hit_s: float  # the same edit with every shard on the phone's flash
+    objects_bytes: int = 0  # its manifest and the objects bundled with it (prompt embeddings, source)
+    warm_s: float = 0.0  # the same edit with those on the phone (its KV not)
+    warm_bytes: int = 0
 
-    def hit(self, kept_fraction: float) -> tuple[float, int]:
-        """Seconds and bytes of this edit when the cache holds ``kept_fraction`` of the shards."""
-        return hit_latency(self.miss_s, self.full_hit_s, kept_fraction), round(self.miss_bytes * (1 - kept_fraction))
+    def cost(self, keep_objects: bool) -> int:
+        """What the cache keeps of this edit's template."""
+        return self.kept_bytes + (self.objects_bytes if keep_objects else 0)
+
+    def hit(self, kept_fraction: float, keep_objects: bool = False) -> tuple[float, int]:
+        """Seconds and bytes of this edit when the cache holds ``kept_fraction`` of the shards (and,
+        ``keep_objects``, the manifest and objects: the edit is then warm)."""
+        miss_s, miss_bytes = (self.warm_s, self.warm_bytes) if keep_objects else (self.miss_s, self.miss_bytes)
+        return hit_latency(miss_s, self.full_hit_s, kept_fraction), round(miss_bytes * (1 - kept_fraction))
 
 
 def hit_latency(miss_s: float, full_hit_s: float, kept_fraction: float) -> float:
@@ -75,11 +84,12 @@ def drifting(ranks: np.ndarray, every: int) -> np.ndarray:
 
 
 def run_catalogue(ranks: Sequence[int], pool: Sequence[PooledEdit], budget_bytes: int, eviction: str,
-                  rng: np.random.Generator, *, warmup: int = 0) -> CatalogueResult:
+                  rng: np.random.Generator, *, warmup: int = 0, keep_objects: bool = False) -> CatalogueResult:
     """The edits of templates ``ranks`` through a cache of ``budget_bytes`` evicting by
     ``eviction``: each edit's link and start drawn from ``pool``; a template the cache lacks keeps
-    what its edit fetched, and a later edit of it fetches (or computes) only the rest. The first
-    ``warmup`` edits fill the cache and are not counted."""
+    the shards its edit fetched (and, ``keep_objects``, its manifest and objects), and a later edit
+    of it fetches (or computes) only the rest. The first ``warmup`` edits fill the cache and are
+    not counted."""
     cache: Budget[int] = Budget(budget_bytes, eviction)
     kept: dict[int, float] = {}  # template -> the fraction of its shards the cache holds
     draws = rng.integers(len(pool), size=len(ranks))
@@ -87,9 +97,9 @@ def run_catalogue(ranks: Sequence[int], pool: Sequence[PooledEdit], budget_bytes
     for k, (rank, draw) in enumerate(zip(ranks, draws)):
         edit, template = pool[draw], int(rank)
         hit = cache.touch(template)
-        seconds, nbytes = edit.hit(kept[template]) if hit else (edit.miss_s, edit.miss_bytes)
-        if not hit and edit.kept_bytes > 0:
-            for victim in cache.admit(template, edit.kept_bytes) or ():
+        seconds, nbytes = edit.hit(kept[template], keep_objects) if hit else (edit.miss_s, edit.miss_bytes)
+        if not hit and edit.cost(keep_objects) > 0:
+            for victim in cache.admit(template, edit.cost(keep_objects)) or ():
                 kept.pop(victim, None)
             if template in cache:
                 kept[template] = edit.kept_fraction

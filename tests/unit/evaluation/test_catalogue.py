@@ -48,3 +48,12 @@ def test_zipf_ranks_favour_the_head_as_alpha_grows():
 def test_drifting_popularity_hands_the_top_rank_to_a_new_template_every_few_edits():
     ranks = np.array([0, 0, 1, 0, 2, 0])
     assert drifting(ranks, 2).tolist() == [0, 0, 0, 1, 0, 2]  # edits 2-3: template 1 on top, 0 second
+
+
+def test_a_cache_that_keeps_the_templates_objects_makes_a_hit_a_warm_edit():
+    computed = PooledEdit(miss_s=10.0, miss_bytes=100, kept_bytes=0, kept_fraction=0.0, full_hit_s=2.0,
+                          objects_bytes=30, warm_s=4.0, warm_bytes=20)  # the phone computed every block
+    shards_only = run_catalogue([0, 0], [computed], 100, "lru", np.random.default_rng(0))
+    assert shards_only.hits == 0  # nothing fetched, nothing kept
+    with_objects = run_catalogue([0, 0], [computed], 100, "lru", np.random.default_rng(0), keep_objects=True)
+    assert with_objects.hits == 1 and with_objects.latency_s == [10.0, 4.0] and with_objects.bytes_fetched == [100, 20]
