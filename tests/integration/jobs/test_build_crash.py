@@ -12,7 +12,7 @@ import numpy as np
 from tests.integration.jobs.test_build import check_library, write_spec
 
 #: Half kill the driver, half a builder; tests/integration/cluster kills whole nodes (make test-cluster).
-TRIALS = 6
+TRIALS = 5
 
 
 def _change_images(tmp_path, trial: int) -> None:
