@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from sakura.evaluation.energy import PHONES, RADIOS, EditEnergy, edit_energy, radio_for
-from sakura.evaluation.profiles import device_profile
+from sakura.evaluation.profiles import DEFAULT_ANALYTIC_PROFILE, device_profile
 from sakura.evaluation.regime import crossovers, hopeless, link_rates
 from sakura.evaluation.runs import groups, simulate_runs
 from sakura.evaluation.simulator import SYSTEMS, EditSimulator
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         out["workloads"] = json.loads(args.json.read_text())["workloads"]
     for name in args.workload or DEFAULT_WORKLOADS:
         spec = workload_spec(name)
-        profile = device_profile("flagship-npu" if isinstance(spec, Analytic) else "this-machine")
+        profile = device_profile(DEFAULT_ANALYTIC_PROFILE if isinstance(spec, Analytic) else "this-machine")
         geometries = workload_geometries(spec, profile, reference)
         print(f"{name} on {profile.name}: {geometries[0].shards} shards, compute {geometries[0].compute_s:.2f} s",
               flush=True)

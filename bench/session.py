@@ -37,7 +37,7 @@ import numpy as np
 from sakura.edge_client.timeline import Timeline
 from sakura.evaluation.catalogue import ZIPF_ALPHA, PooledEdit, drifting, run_catalogue, zipf_ranks
 from sakura.evaluation.geometry import EditGeometry
-from sakura.evaluation.profiles import device_profile
+from sakura.evaluation.profiles import DEFAULT_ANALYTIC_PROFILE, device_profile
 from sakura.evaluation.runs import simulate_runs
 from sakura.evaluation.simulator import EditSimulator
 from sakura.evaluation.workloads import Analytic, measure_workload, workload_geometries, workload_spec
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                  "workloads": {}}
     for name in args.workload or DEFAULT_WORKLOADS:
         spec = workload_spec(name)
-        profile = device_profile("flagship-npu" if isinstance(spec, Analytic) else "this-machine")
+        profile = device_profile(DEFAULT_ANALYTIC_PROFILE if isinstance(spec, Analytic) else "this-machine")
         geometries = workload_geometries(spec, profile, reference)
         runs = simulate_runs(geometries, families, starts=args.starts, rtt_s=rtt, systems=SYSTEMS)
         warm = simulate_runs(geometries, families, starts=args.starts, rtt_s=rtt, systems=SYSTEMS, warm_template=True)
@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         template_bytes = {lv: float(np.mean([sum(x.sizes[lv]) for x in geometries])) for lv in g.levels}
         report: dict = {"device_profile": profile.name, "template_bytes": template_bytes, "systems": {}}
         for system in SYSTEMS:
-            pool = [_pooled(r.edits[system], w.edits[system], r.sim.g, _full_hit_s(r.sim.g, system))
-                    for r, w in zip(runs, warm)]
+            full_hit = [_full_hit_s(g, system) for g in geometries]
+            pool = [_pooled(r.edits[system], w.edits[system], r.sim.g, full_hit[r.case]) for r, w in zip(runs, warm)]
             report["systems"][system] = {"pool": _pool_stats(pool), "catalogues": _catalogues(pool, args),
                                          "alpha_sweep": _alpha_sweep(pool, args),
                                          "objects_kept": _catalogues(pool, args, keep_objects=True)}

@@ -83,7 +83,7 @@ def drifting(ranks: np.ndarray, every: int) -> np.ndarray:
     return np.arange(len(ranks)) // every - ranks
 
 
-def run_catalogue(ranks: Sequence[int], pool: Sequence[PooledEdit], budget_bytes: int, eviction: str,
+def run_catalogue(ranks: Sequence[int] | np.ndarray, pool: Sequence[PooledEdit], budget_bytes: int, eviction: str,
                   rng: np.random.Generator, *, warmup: int = 0, keep_objects: bool = False) -> CatalogueResult:
     """The edits of templates ``ranks`` through a cache of ``budget_bytes`` evicting by
     ``eviction``: each edit's link and start drawn from ``pool``; a template the cache lacks keeps
