@@ -29,25 +29,24 @@ lower bounds.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from sakura.evaluation.energy import PHONES, RADIOS, EditEnergy, edit_energy, radio_for
-from sakura.evaluation.profiles import DEFAULT_ANALYTIC_PROFILE, device_profile
+from sakura.evaluation.energy import PHONES, RADIOS, EditEnergy, PhonePower, RadioModel, edit_energy, radio_for
 from sakura.evaluation.regime import crossovers, hopeless, link_rates
 from sakura.evaluation.runs import groups, simulate_runs
 from sakura.evaluation.simulator import SYSTEMS, EditSimulator
 from sakura.evaluation.sustained import session_summary, sustained_session
 from sakura.evaluation.thermal import NEVER_THROTTLES, ThermalModel
-from sakura.evaluation.workloads import Analytic, measure_workload, workload_geometries, workload_spec
 from sakura.platform.traces import BandwidthTrace, load_traces
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _simulation import edits_of, parser, reference_workload, rtt_s  # noqa: E402
 
 #: The per-step models (``kontext-ref512``, ``sd35m-ref512``: 672-1,596 shards an edit) take ten
 #: times as long to simulate: run them with fewer starts and ``--update`` (see the README).
@@ -62,29 +61,20 @@ MAP_RADIOS = ("lte", "5g-nsa")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
-    p.add_argument("--json", type=Path)
-    p.add_argument("--plots", type=Path)
-    p.add_argument("--workload", action="append", help=f"repeatable (default: {', '.join(DEFAULT_WORKLOADS)})")
+    p = parser(__doc__, DEFAULT_WORKLOADS)
     p.add_argument("--phone", default="flagship", choices=sorted(PHONES))
     p.add_argument("--starts", type=int, default=5, help="start times per trace")
     p.add_argument("--points", type=int, default=19, help="link rates on the map")
     p.add_argument("--session-edits", type=int, default=20)
     p.add_argument("--session-every", type=float, default=10.0, help="seconds between session edits' starts")
     p.add_argument("--session-traces", type=int, default=2, help="traces per family a session runs over")
-    p.add_argument("--rtt-ms", type=float, default=40.0)
-    p.add_argument("--server-ms", type=float, default=15.0)
-    p.add_argument("--repeats", type=int, default=3, help="timed repetitions per compute measurement")
     p.add_argument("--update", action="store_true", help="keep the other workloads of an existing --json file")
     args = p.parse_args(argv)
     started = time.time()
     families = load_traces(args.traces)
-    rtt = (args.rtt_ms + args.server_ms) / 1000
+    rtt = rtt_s(args)
     phone = PHONES[args.phone]
-    with tempfile.TemporaryDirectory(prefix="sakura-energy-") as workdir:
-        print("building and measuring the reference model's example templates ...", flush=True)
-        reference = measure_workload("reference", f"file://{workdir}/lib", repeats=args.repeats, ratios=(1,))
+    reference = reference_workload(args.repeats)
     floor = max(set(reference.floors), key=reference.floors.count)
     out: dict = {"setup": {"phone": vars(phone), "radios": {n: vars(r) for n, r in RADIOS.items()},
                            "family_radio": {f: radio_for(f).name for f in families},
@@ -94,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.update and args.json and args.json.exists():
         out["workloads"] = json.loads(args.json.read_text())["workloads"]
     for name in args.workload or DEFAULT_WORKLOADS:
-        spec = workload_spec(name)
-        profile = device_profile(DEFAULT_ANALYTIC_PROFILE if isinstance(spec, Analytic) else "this-machine")
-        geometries = workload_geometries(spec, profile, reference)
+        profile, geometries = edits_of(name, reference)
         print(f"{name} on {profile.name}: {geometries[0].shards} shards, compute {geometries[0].compute_s:.2f} s",
               flush=True)
         report = _families(geometries, families, rtt, floor, phone, args.starts)
@@ -139,7 +127,7 @@ def _families(geometries, families, rtt, floor, phone, starts) -> dict:
     return {"families": table, "hopeless_runs": hopeless_runs}
 
 
-def _lower_bound(seconds: float, radio, phone) -> EditEnergy:
+def _lower_bound(seconds: float, radio: RadioModel, phone: PhonePower) -> EditEnergy:
     """No fetching edit of ``seconds`` costs less than its radio transferring and its screen on throughout."""
     return EditEnergy(radio_j=radio.active_w * seconds, compute_j=0.0, decode_j=0.0, base_j=phone.base_w * seconds)
 

@@ -25,10 +25,8 @@ same start with them on the phone).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,11 +35,12 @@ import numpy as np
 from sakura.edge_client.timeline import Timeline
 from sakura.evaluation.catalogue import ZIPF_ALPHA, PooledEdit, drifting, run_catalogue, zipf_ranks
 from sakura.evaluation.geometry import EditGeometry
-from sakura.evaluation.profiles import DEFAULT_ANALYTIC_PROFILE, device_profile
 from sakura.evaluation.runs import simulate_runs
 from sakura.evaluation.simulator import EditSimulator
-from sakura.evaluation.workloads import Analytic, measure_workload, workload_geometries, workload_spec
 from sakura.platform.traces import BandwidthTrace, load_traces
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _simulation import edits_of, parser, reference_workload, rtt_s  # noqa: E402
 
 #: UFS 4.0 sequential read, "up to 4,200 megabytes per second" (Samsung Newsroom, 'Samsung Develops
 #: High-Performance UFS 4.0 Storage', 2022): 33,600 Mbit/s.
@@ -56,11 +55,7 @@ EVICTIONS = ("lru", "lfu", "lfu-history")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
-    p.add_argument("--json", type=Path)
-    p.add_argument("--plots", type=Path)
-    p.add_argument("--workload", action="append", help=f"repeatable (default: {', '.join(DEFAULT_WORKLOADS)})")
+    p = parser(__doc__, DEFAULT_WORKLOADS)
     p.add_argument("--starts", type=int, default=3, help="start times per trace for the pool of edits")
     p.add_argument("--sessions", type=int, default=30, help="sessions per configuration (seeds)")
     p.add_argument("--edits", type=int, default=100, help="edits per session")
@@ -68,24 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alphas", default="0.6,0.8,1.0", help="Zipf exponents of the sweep")
     p.add_argument("--drift-every", type=int, default=20,
                    help="edits between new templates taking the top rank, for hit_ratio_drifting (an estimate)")
-    p.add_argument("--rtt-ms", type=float, default=40.0)
-    p.add_argument("--server-ms", type=float, default=15.0)
-    p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
     started = time.time()
     families = load_traces(args.traces)
-    rtt = (args.rtt_ms + args.server_ms) / 1000
-    with tempfile.TemporaryDirectory(prefix="sakura-session-") as workdir:
-        print("building and measuring the reference model's example templates ...", flush=True)
-        reference = measure_workload("reference", f"file://{workdir}/lib", repeats=args.repeats, ratios=(1,))
+    rtt = rtt_s(args)
+    reference = reference_workload(args.repeats)
     out: dict = {"setup": {"zipf_alpha": ZIPF_ALPHA, "flash_mbps": FLASH_MBPS, "flash_access_s": FLASH_ACCESS_S,
                            "sessions": args.sessions, "edits": args.edits, "warmup": args.warmup,
                            "budgets": BUDGETS, "starts_per_trace": args.starts},
                  "workloads": {}}
     for name in args.workload or DEFAULT_WORKLOADS:
-        spec = workload_spec(name)
-        profile = device_profile(DEFAULT_ANALYTIC_PROFILE if isinstance(spec, Analytic) else "this-machine")
-        geometries = workload_geometries(spec, profile, reference)
+        profile, geometries = edits_of(name, reference)
         runs = simulate_runs(geometries, families, starts=args.starts, rtt_s=rtt, systems=SYSTEMS)
         warm = simulate_runs(geometries, families, starts=args.starts, rtt_s=rtt, systems=SYSTEMS, warm_template=True)
         g = geometries[0]

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from sakura.edge_client.timeline import Timeline
 from sakura.evaluation.energy import EditEnergy, PhonePower, RadioModel, compute_s, decode_s, session_energy
 from sakura.evaluation.geometry import EditGeometry
@@ -56,8 +58,6 @@ def sustained_session(geometry: EditGeometry, trace: BandwidthTrace, start: floa
 def session_summary(sessions: Sequence[Sequence[SessionEdit]]) -> dict:
     """Per edit index, the median over ``sessions`` of latency, joules and speed; and the session's
     first and last edits side by side."""
-    import numpy as np
-
     count = min(len(s) for s in sessions)
     per_edit = [{
         "latency_median_s": float(np.median([s[k].latency_s for s in sessions])),
