@@ -17,10 +17,10 @@ every ``--drift-every`` edits, an estimate of a catalogue that grows every week)
 there), swept over ``--alphas`` at the largest budget for 1,000 templates.
 
 Flash: a hit reads the kept shards at :data:`FLASH_MBPS`, :data:`FLASH_ACCESS_S` per read.
-``catalogues``: the cache keeps what today's client keeps (the manifest and the fetched shards;
-a manifest's bytes are not counted); ``objects_kept``: it keeps the template's context and source
-objects too (prompt embeddings, reference latents), so a hit is a warm edit (simulated from the
-same start with them on the phone).
+``catalogues``: the cache keeps the manifest and the fetched shards (the client before it kept
+objects; a manifest's bytes are not counted); ``objects_kept``: it keeps the template's context
+and source objects too (prompt embeddings, reference latents), as today's client does, so a hit
+is a warm edit (simulated from the same start with them on the phone).
 """
 
 from __future__ import annotations

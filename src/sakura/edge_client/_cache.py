@@ -1,13 +1,14 @@
 """The on-device template cache: encoded shards on disk under a byte budget, evicted LRU by template.
 
-Layout: ``<dir>/<template>/<version>/manifest.json`` and ``<dir>/<template>/<version>/<index>.<level>``;
+Layout: ``<dir>/<template>/<version>/manifest.json``, ``<dir>/<template>/<version>/<index>.<level>``
+and ``<dir>/<template>/<version>/object-<name>.zst`` (context and source objects, still encoded);
 a template's last use is the mtime of ``<dir>/<template>/.used``. Only the best cached level of a
 shard is kept. Every name is checked against the project's grammars and every path must resolve to
 itself inside the folder (no ``..``, no planted symlink), else :class:`CachePathError`.
 
 Writes are atomic and best effort: temp file, fsync, rename; an ``OSError`` (disk full,
-permissions) is logged and the write returns False. Reads are verified (a shard against the
-manifest's sha256, a manifest against the checksum stored with it); a bad or unreadable file is a
+permissions) is logged and the write returns False. Reads are verified (a shard or an object
+against the manifest's sha256, a manifest against the checksum stored with it); a bad or unreadable file is a
 miss, and a bad one is deleted.
 
 One folder, one cache: every :class:`ShardCache` opened on a folder in a process shares one state
@@ -73,6 +74,11 @@ class ShardCache:
         path = self._path(template, version, files.shard_name(index, level))
         return self._folder.read(path, lambda data: data if hashlib.sha256(data).hexdigest() == sha256 else None)
 
+    def read_object(self, template: str, version: int, name: str, sha256: str) -> bytes | None:
+        """A context or source object (still encoded) if it verifies against ``sha256``."""
+        path = self._path(template, version, files.object_name(name))
+        return self._folder.read(path, lambda data: data if hashlib.sha256(data).hexdigest() == sha256 else None)
+
     def read_manifest(self, template: str, version: int) -> bytes | None:
         """The cached manifest if its stored checksum verifies; a bad one is deleted (refetch it)."""
         return self._folder.read(self._path(template, version, MANIFEST), files.unframe)
@@ -83,6 +89,10 @@ class ShardCache:
         not fit, a better level is cached, or the disk failed)."""
         path = self._path(template, version, files.shard_name(index, level))
         return self._folder.write_shard(path, index, level, data, rank)
+
+    def write_object(self, template: str, version: int, name: str, data: bytes) -> bool:
+        """Keep a verified context or source object: a later edit of the version starts warm."""
+        return self._folder.store(self._path(template, version, files.object_name(name)), data, replaces=[])
 
     def write_manifest(self, template: str, version: int, data: bytes) -> bool:
         return self._folder.store(self._path(template, version, MANIFEST), files.frame(data), replaces=[])
@@ -114,7 +124,8 @@ class _LruByTemplate:
     for a file coming in, the other versions of its template first (oldest first), then the other
     templates, least recently used first (a template's last use is the mtime of its ``.used`` file,
     so the order outlives the process); never the incoming file's own version. Within a version
-    the shards go from the last index down and the manifest last."""
+    the shards go from the last index down, then the context and source objects (every edit of
+    the version needs them), and the manifest last."""
 
     def __init__(self) -> None:
         self._files: set[Path] = set()
@@ -147,8 +158,10 @@ def _last_used(template: Path) -> float:
 
 
 def _eviction_rank(path: Path) -> int:
-    """Larger goes first: shards by index, the manifest last."""
-    return -1 if path.name == MANIFEST else int(path.name.partition(".")[0])
+    """Larger goes first: shards by index, then objects, the manifest last."""
+    if path.name == MANIFEST:
+        return -2
+    return -1 if files.is_object(path.name) else int(path.name.partition(".")[0])
 
 
 EVICTION = "lru-template"

@@ -6,12 +6,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from sakura.platform import layout
+from sakura.platform.context import CONTEXT_NAME_PATTERN
 from sakura.platform.ids import validate_template_id
 
 try:
@@ -25,6 +27,7 @@ USED = ".used"
 MANIFEST = "manifest.json"
 _TMP = ".tmp-"
 _LOCK = ".lock"
+_OBJECT, _OBJECT_SUFFIX = "object-", ".zst"  # "-" is outside object names: no file name is two things
 _INDEX_DIGITS = 7  # shard indexes, as the server's shard URLs bound them
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: Without a lock (no ``fcntl``, or a file system without locks) a temp file this old is a crashed write's.
@@ -39,6 +42,18 @@ def check_index(index: int) -> int:
 
 def shard_name(index: int, level: str) -> str:
     return f"{check_index(index)}.{layout.validate_level(level)}"
+
+
+def object_name(name: str) -> str:
+    """The file of a context or source object (names are unique across both kinds in a manifest)."""
+    if not isinstance(name, str) or re.fullmatch(CONTEXT_NAME_PATTERN, name) is None:
+        raise layout.InvalidName(f"invalid object name {name!r}")
+    return f"{_OBJECT}{name}{_OBJECT_SUFFIX}"
+
+
+def is_object(name: str) -> bool:
+    return name.startswith(_OBJECT) and name.endswith(_OBJECT_SUFFIX) and re.fullmatch(
+        CONTEXT_NAME_PATTERN, name[len(_OBJECT):-len(_OBJECT_SUFFIX)]) is not None
 
 
 def lock_folder(root: Path) -> tuple[int | None, float] | None:
@@ -122,7 +137,7 @@ def unframe(blob: bytes) -> bytes | None:
 
 
 def _is_cache_file(name: str) -> bool:
-    if name == MANIFEST:
+    if name == MANIFEST or is_object(name):
         return True
     index, _, level = name.partition(".")
     try:

@@ -175,10 +175,15 @@ class EdgeSession:
     def _objects(self, manifest: PhoneManifest, kind: str, path_of: Callable[[str, int, str], str],
                  cancel: threading.Event | None, bundled: dict[str, bytes]) -> dict[str, np.ndarray]:
         out = {}
+        template, version = manifest.template_id, manifest.version
         for entry in getattr(manifest, kind):
-            data = bundled.get(f"{kind}/{entry.name}")
-            if data is None or hashlib.sha256(data).hexdigest() != entry.sha256:  # not bundled, or damaged
-                data = self._download_object(path_of(manifest.template_id, manifest.version, entry.name), entry, cancel)
+            data = None if self.cache is None else self.cache.read_object(template, version, entry.name, entry.sha256)
+            if data is None:
+                data = bundled.get(f"{kind}/{entry.name}")
+                if data is None or hashlib.sha256(data).hexdigest() != entry.sha256:  # not bundled, or damaged
+                    data = self._download_object(path_of(template, version, entry.name), entry, cancel)
+                if self.cache is not None:
+                    self.cache.write_object(template, version, entry.name, data)
             out[entry.name] = decode_context(data, tuple(entry.shape), entry.dtype)
         return out
 

@@ -148,3 +148,43 @@ def test_a_worse_level_is_not_kept_next_to_a_better_one(tmp_path):
     cache.write("tpl", 1, 0, "full", b"f" * 50, rank=RANK)
     assert not cache.write("tpl", 1, 0, "compact", b"c" * 10, rank=RANK)
     assert cache.levels("tpl", 1, 0) == ["full"] and cache.used_bytes == 50
+
+
+def test_context_and_source_objects_are_kept_verified_and_survive_a_reopen(tmp_path):
+    cache = ShardCache(tmp_path, 1000)
+    assert cache.write_object("tpl", 1, "prompt_embeds", b"p" * 100)
+    assert cache.read_object("tpl", 1, "prompt_embeds", sha(b"p" * 100)) == b"p" * 100
+    assert cache.read_object("tpl", 1, "prompt_embeds", sha(b"q" * 100)) is None  # not what the manifest lists
+    assert cache.read_object("tpl", 1, "prompt_embeds", sha(b"p" * 100)) is None and cache.used_bytes == 0
+    assert cache.write_object("tpl", 1, "template_cells", b"c" * 80)
+    cache.close()
+    again = ShardCache(tmp_path, 1000)  # counted by the start-up scan
+    assert again.used_bytes == 80 and again.read_object("tpl", 1, "template_cells", sha(b"c" * 80)) == b"c" * 80
+    (tmp_path / "tpl" / "1" / "object-template_cells.zst").write_bytes(b"d" * 80)  # bit rot
+    assert again.read_object("tpl", 1, "template_cells", sha(b"c" * 80)) is None and again.used_bytes == 0
+
+
+def test_objects_outlast_the_shards_of_their_version_and_the_manifest_outlasts_both(tmp_path):
+    cache = ShardCache(tmp_path, 1000)
+    cache.touch("old")
+    assert cache.write_manifest("old", 1, b"{}")  # 67 bytes framed
+    assert cache.write_object("old", 1, "prompt_embeds", b"p" * 200)
+    for index in range(2):
+        assert cache.write("old", 1, index, "full", b"o" * 300, rank=RANK)
+    time.sleep(0.01)
+    cache.touch("new")
+    assert cache.write("new", 1, 0, "full", b"n" * 600, rank=RANK)  # both shards go, the object stays
+    assert [cache.levels("old", 1, i) for i in range(2)] == [[], []]
+    assert cache.read_object("old", 1, "prompt_embeds", sha(b"p" * 200)) == b"p" * 200
+    assert cache.write("new", 1, 1, "full", b"m" * 200, rank=RANK)  # then the object, the manifest last
+    assert cache.read_object("old", 1, "prompt_embeds", sha(b"p" * 200)) is None
+    assert cache.read_manifest("old", 1) == b"{}"
+
+
+@pytest.mark.parametrize("name", ["../x", "Prompt", "a-b", "", "x" * 33, "manifest.json"])
+def test_malformed_object_names_are_refused(tmp_path, name):
+    cache = ShardCache(tmp_path, 1000)
+    with pytest.raises(ValueError):
+        cache.write_object("tpl", 1, name, b"x")
+    with pytest.raises(ValueError):
+        cache.read_object("tpl", 1, name, sha(b"x"))
