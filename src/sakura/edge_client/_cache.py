@@ -74,6 +74,10 @@ class ShardCache:
         path = self._path(template, version, files.shard_name(index, level))
         return self._folder.read(path, lambda data: data if hashlib.sha256(data).hexdigest() == sha256 else None)
 
+    def has_object(self, template: str, version: int, name: str) -> bool:
+        """Whether a context or source object is kept (unverified until :meth:`read_object`)."""
+        return self._folder.has(self._path(template, version, files.object_name(name)))
+
     def read_object(self, template: str, version: int, name: str, sha256: str) -> bytes | None:
         """A context or source object (still encoded) if it verifies against ``sha256``."""
         path = self._path(template, version, files.object_name(name))
@@ -192,6 +196,10 @@ class _Folder:
     def levels(self, folder: Path, index: int) -> list[str]:
         with self.lock:
             return self._levels(folder, index)
+
+    def has(self, path: Path) -> bool:
+        with self.lock:
+            return path in self.files
 
     def read(self, path: Path, verify: Callable[[bytes], bytes | None]) -> bytes | None:
         with self.lock:

@@ -30,7 +30,7 @@ from sakura.edge_client.device import Device
 from sakura.edge_client.errors import WrongModel, raises_edge_errors
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.link import Link
-from sakura.edge_client.planning import COMPUTE
+from sakura.edge_client.planning import COMPUTE, encode_on_phone
 from sakura.edge_client.policy import LevelPolicy, asks_first_shard, make_policy
 from sakura.edge_client.timeline import Timeline
 from sakura.platform import http_api, layout
@@ -76,12 +76,17 @@ class EdgeSession:
         urls: UrlPolicy = UrlPolicy(),
         min_rate_bytes_per_s: float = MIN_USEFUL_RATE,
         max_steps: int = MAX_EDIT_STEPS,
+        encode_prompts: bool = False,
     ) -> None:
         """``models`` maps the model name a manifest names to this device's model; the default
         loads named models only (a name from the network never becomes a path). ``urls`` says
         which servers and redirect targets the client talks to; ``timeout_s`` bounds each network
         wait and, with ``min_rate_bytes_per_s``, every download; ``max_steps`` bounds the model passes
-        a template may ask of this device (see the README's security model)."""
+        a template may ask of this device (see the README's security model). ``encode_prompts``:
+        this device's models hold their text encoders (``models`` loads whole pipelines, as the
+        stock on-device pipeline does), so a template's prompt embeddings are encoded here from its
+        prompt rather than fetched, unless the timing model knows fetching them is sooner
+        (:func:`~sakura.edge_client.planning.encode_on_phone`)."""
         self.transport = HttpTransport(server_url, api_key=api_key, timeout_s=timeout_s, retry=retry, link=link,
                                        urls=urls, min_rate_bytes_per_s=min_rate_bytes_per_s)
         self.cache = ShardCache(cache_dir, cache_budget_bytes) if cache_dir is not None else None
@@ -89,6 +94,7 @@ class EdgeSession:
         self.compute_model = ComputeModel()
         self.device = device
         self.max_steps = max_steps
+        self.encode_prompts = encode_prompts
         self._load_model = models
         self._models: dict[str, ModelAdapter] = {}
         self._lock = threading.Lock()
@@ -130,10 +136,11 @@ class EdgeSession:
         return manifest
 
     @raises_edge_errors
-    def preamble(self, template: str, version: int | str = "latest", *, source: bool = False,
+    def preamble(self, template: str, version: int | str = "latest", *, source: bool = False, context: bool = True,
                  cancel: threading.Event | None = None) -> tuple[PhoneManifest, dict[str, bytes]]:
-        """The manifest and the encoded context (and, with ``source``, source) objects the server
-        bundled with it, in one round trip (:data:`~sakura.platform.http_api.PREAMBLE`); the
+        """The manifest and the encoded context (unless not ``context``) and source (with
+        ``source``) objects the server bundled with it, in one round trip
+        (:data:`~sakura.platform.http_api.PREAMBLE`); the
         objects are still unverified (:meth:`context` and :meth:`source` check them). A manifest
         this phone has cached comes without a request, and without objects."""
         number = self._cached_version(template, version)
@@ -141,7 +148,8 @@ class EdgeSession:
             return self.manifest(template, number, cancel=cancel), {}
         number = layout.version_ref(version)
         started = time.monotonic()
-        path = http_api.preamble_path(template, number if number is not None else version, source=source)
+        path = http_api.preamble_path(template, number if number is not None else version, source=source,
+                                      context=context)
         reply = self.transport.get(path, cancel=cancel, limit=MAX_MANIFEST_BYTES + http_api.MAX_BUNDLED_BYTES)
         if reply.first_byte_at is not None:  # the round trip the shard requests will lead by
             self.estimator.observe_rtt(reply.first_byte_at - started)
@@ -152,7 +160,7 @@ class EdgeSession:
             self.cache.write_manifest(template, manifest.version, reply.body[:head])
         if reply.headers.get(http_api.PREAMBLE_BUNDLED.lower()) != "1":
             return manifest, {}
-        objects = _split_objects(manifest, reply.body[head:], source)
+        objects = _split_objects(manifest, reply.body[head:], source, context)
         if objects:  # the same link as the shards (as when the objects came one by one)
             self.estimator.observe(len(reply.body), max(time.monotonic() - started - self.estimator.rtt_s, 1e-6))
         return manifest, objects
@@ -171,6 +179,24 @@ class EdgeSession:
         """What the model computes the template KV from (``ModelAdapter.template_source``),
         verified and decoded like :meth:`context`; the manifest was checked against the model first."""
         return self._objects(manifest, "source", http_api.source_path, cancel, bundled or {})
+
+    def _edit_context(self, manifest: PhoneManifest, adapter: ModelAdapter, cancel: threading.Event | None,
+                      bundled: dict[str, bytes]) -> tuple[dict[str, np.ndarray], float]:
+        """The context objects an edit replays with, and the seconds spent encoding them here: kept
+        or bundled ones as they are; else, with ``encode_prompts`` and a model that holds its text
+        encoder, the prompt's embeddings computed here when the timing model says so; else fetched."""
+        entries, model = manifest.context, manifest.model.name
+        have = [f"context/{e.name}" in bundled or (self.cache is not None and self.cache.has_object(
+            manifest.template_id, manifest.version, e.name)) for e in entries]
+        if (self.encode_prompts and entries and not all(have) and adapter.encodes_prompt
+                and encode_on_phone(sum(e.length for e in entries), self.compute_model.prompt_s(model),
+                                    self.estimator.estimate(), self.estimator.rtt_s)):
+            started = time.monotonic()
+            context = adapter.prompt_context(manifest.prompt)
+            encode_s = time.monotonic() - started
+            self.compute_model.observe_prompt(model, encode_s)
+            return context, encode_s
+        return self.context(manifest, cancel=cancel, bundled=bundled), 0.0
 
     def _objects(self, manifest: PhoneManifest, kind: str, path_of: Callable[[str, int, str], str],
                  cancel: threading.Event | None, bundled: dict[str, bytes]) -> dict[str, np.ndarray]:
@@ -225,12 +251,13 @@ class EdgeSession:
         first = self._first_shard(chosen, template, version, clock)
         try:
             computes = getattr(chosen, "computes", False)
-            manifest, bundled = self.preamble(template, version, source=computes, cancel=cancel)
+            manifest, bundled = self.preamble(template, version, source=computes, context=not self.encode_prompts,
+                                              cancel=cancel)
             preamble_s = clock()
             adapter = self.model_for(manifest.model)
             model_load_s = clock() - preamble_s
             limits = accept_manifest(manifest, adapter, max_steps=self.max_steps)
-            context = self.context(manifest, cancel=cancel, bundled=bundled)
+            context, encode_s = self._edit_context(manifest, adapter, cancel, bundled)
             request = EditRequest(fit_image(np.asarray(image), adapter.resolution), seed=seed)
             schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
             if self.cache is not None:
@@ -240,7 +267,7 @@ class EdgeSession:
             pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
                                     limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv)
             pipeline.timeline.manifest_s, pipeline.timeline.preamble_s = clock(), preamble_s
-            pipeline.timeline.model_load_s = model_load_s
+            pipeline.timeline.model_load_s, pipeline.timeline.precompute_s = model_load_s, encode_s
             try:
                 latent = pipeline.run(
                     lambda kv: adapter.replay(kv, manifest.prompt, request, schedule, context=context))
@@ -298,9 +325,10 @@ def _manifest_length(header: str | None, body_length: int) -> int:
     return length
 
 
-def _split_objects(manifest: PhoneManifest, rest: bytes, source: bool) -> dict[str, bytes]:
+def _split_objects(manifest: PhoneManifest, rest: bytes, source: bool, context: bool) -> dict[str, bytes]:
     """The bundled objects as ``kind/name``, sliced by the manifest's lengths; the bytes must add up exactly."""
-    entries = [("context", e) for e in manifest.context] + [("source", e) for e in (manifest.source if source else [])]
+    entries = ([("context", e) for e in (manifest.context if context else [])]
+               + [("source", e) for e in (manifest.source if source else [])])
     listed = sum(e.length for _, e in entries)
     if listed != len(rest):
         raise ManifestError(f"preamble response carries {len(rest)} bytes of objects; the manifest lists {listed}")

@@ -270,6 +270,16 @@ def normalised_weights(weights: Sequence[float]) -> list[float]:
     return [w * len(weights) / total for w in weights]
 
 
+def encode_on_phone(nbytes: int, encode_s: float | None, estimate: Estimate | None, rtt_s: float) -> bool:
+    """Whether a phone that holds the model's text encoder computes a template's prompt embeddings
+    (``encode_s`` seconds, None if never measured) rather than fetch them (``nbytes``: a round trip
+    and the bytes at the estimated rate). With either time unknown it encodes, as the phone alone
+    would: not knowing the link never makes it slower than that."""
+    if encode_s is None or estimate is None:
+        return True
+    return encode_s <= rtt_s + nbytes / estimate.bytes_per_s
+
+
 def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Sequence[ShardOption],
                  utility: dict[str, float], estimate: Estimate | None, rtt_s: float, compute: Sequence[float],
                  startup: float, decode_s: dict[str, float], compute_start: float,

@@ -59,8 +59,9 @@ class Timeline:
     model_load_s: float = 0.0  # of manifest_s, spent loading the on-device model (0 once loaded)
     compute_start: float = 0.0
     compute_end: float = 0.0
-    #: Seconds the phone computed template KV before ``compute_start`` (CacheGen's text fallback);
-    #: what it computes between ``compute_start`` and ``compute_end`` is not in it.
+    #: Seconds the phone computed before ``compute_start``: template KV (CacheGen's text fallback) or
+    #: the prompt's embeddings through its own text encoder; what it computes between
+    #: ``compute_start`` and ``compute_end`` is not in it.
     precompute_s: float = 0.0
 
     @property

@@ -10,7 +10,10 @@ live pipeline builds. Compute and decode times come from an :class:`EditGeometry
 real model.
 
 Systems: ``sakura`` (the hybrid: each block computed on the phone or fetched, the fetched ones by
-robust MPC, overlapped pipeline, abandonment), ``sakura-fetch-only`` (the same without computing),
+robust MPC, overlapped pipeline, abandonment), ``sakura-own-encoder`` (the hybrid on a phone that
+holds the model's text encoder, the ``on-device`` baseline's phone: it encodes the template's
+prompt itself unless fetching the embeddings is known to be sooner,
+:func:`~sakura.edge_client.planning.encode_on_phone`), ``sakura-fetch-only`` (the same without computing),
 ``sakura-no-pipeline``,
 ``sakura-fixed-medium``, ``full-sequential``, ``cachegen`` (its whole ladder and its own rule, text
 fallback included), ``cachegen-matched`` (only CacheGen configurations whose output is at least as
@@ -48,6 +51,7 @@ from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
     ShardOption,
+    encode_on_phone,
     level_utility,
     normalised_weights,
     plan_context,
@@ -62,7 +66,7 @@ from sakura.evaluation.stages import PipelineStages, arrived, consumed, first_by
 from sakura.platform.traces import BandwidthTrace
 
 ONDEVICE_SYSTEMS = ("on-device", "on-device-uncached", "on-device-prepared")
-SYSTEMS = ("sakura", "sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen",
+SYSTEMS = ("sakura", "sakura-own-encoder", "sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen",
            "cachegen-matched", *ONDEVICE_SYSTEMS, "oracle")
 
 
@@ -131,6 +135,8 @@ class EditSimulator:
         self._frontier = 0
         if system == "sakura":
             return self.pipelined(HybridPolicy(), system)
+        if system == "sakura-own-encoder":
+            return self.pipelined(HybridPolicy(), system, own_encoder=True)
         if system == "sakura-fetch-only":
             return self.pipelined(RobustMPCPolicy(), system)
         if system == "sakura-fixed-medium":
@@ -158,27 +164,33 @@ class EditSimulator:
         smallest = sum(self.g.sizes[self.g.levels[0]])
         return t + max(self.g.compute_s, self.transfer(t, smallest))
 
-    def pipelined(self, policy: LevelPolicy, system: str, *, abandon: bool = True) -> Timeline:
+    def pipelined(self, policy: LevelPolicy, system: str, *, abandon: bool = True,
+                  own_encoder: bool = False) -> Timeline:
         """The live fetch stage's loop (:meth:`EditPipeline._fetch_stage`), ``t`` its clock: before
         requesting shard ``i`` it hands the oldest download over if ``MAX_IN_FLIGHT`` are out, waits
         until the last request is near done, and hands over every download complete by then; a
         hand-over waits while the decoder's queue is full (:class:`~sakura.evaluation.stages.PipelineStages`).
         Shards left to the phone are computed once the model reaches them; until then, in one pass
-        of the reference tokens, the fetch stage may take them back (:meth:`_take_back`)."""
+        of the reference tokens, the fetch stage may take them back (:meth:`_take_back`).
+        ``own_encoder``: the preamble leaves the prompt embeddings out and the phone encodes the
+        prompt before the pipeline starts, or fetches them then (:meth:`_prompt_embeddings`)."""
         hybrid = getattr(policy, "computes", False) and bool(self.g.shard_compute_s)
         est = self.primed_estimator()
-        objects = self.g.context_bytes + (self.hybrid_source_bytes if hybrid else 0)
+        own_encoder = own_encoder and not self.warm_template and self.g.context_bytes > 0
+        objects = (0 if own_encoder else self.g.context_bytes) + (self.hybrid_source_bytes if hybrid else 0)
         t = self.preamble_done(objects)
         if objects and not self.warm_template:  # the live client learns the link from a preamble with objects
             est.observe(self.g.manifest_bytes + objects, max(t - self.rtt, 1e-6))
-        stages = PipelineStages(self, Timeline(system, [], compute_start=t, preamble_s=t,
-                                               preamble_bytes=self.preamble_bytes(objects)),
-                                extend=self._extend if hybrid else None,
+        edit = Timeline(system, [], compute_start=t, preamble_s=t, preamble_bytes=self.preamble_bytes(objects))
+        if own_encoder:
+            self._prompt_embeddings(edit, est)
+            t = edit.compute_start
+        stages = PipelineStages(self, edit, extend=self._extend if hybrid else None,
                                 window=stage_window(self.n, one_pass=self.g.kv_cached))
         run = _Run(policy, stages, est, t, abandon)
         if asks_first_shard(policy, est.estimate()) and not self.warm_template:
             # asked for with the preamble, at the smallest level: its bytes follow the preamble's
-            shard = self._fetch(0, self.g.levels[0], 0.0, t, None, None, [], t)
+            shard = self._fetch(0, self.g.levels[0], 0.0, edit.preamble_s, None, None, [], t)
             est.observe(shard.bytes, max(arrived(shard) - first_byte(shard), 1e-6))
             run.waiting.append(shard)
             run.link_free = arrived(shard)
@@ -250,6 +262,21 @@ class EditSimulator:
             stages.hand_over(run.left.pop(0), run.t)
             at, count = max(at, consumed(stages.edit.shards[-1])), count - 1
         return at
+
+    def _prompt_embeddings(self, edit: Timeline, est: BandwidthEstimator) -> None:
+        """The live session's choice once the preamble is in: encode the prompt on the phone (the
+        compute stage starts that much later, and so does the fetch stage, which the live client
+        starts after it) or fetch the embeddings in one more request. A fresh session has measured
+        neither its encoder nor, before a preamble with objects, its link."""
+        t, nbytes = edit.compute_start, self.g.context_bytes
+        if encode_on_phone(nbytes, None if self.cold else self.g.text_encode_s, est.estimate(), est.rtt_s):
+            edit.precompute_s = self.g.text_encode_s
+            edit.compute_start = t + self.g.text_encode_s
+            return
+        done = self.fetched(t, nbytes)
+        est.observe(nbytes, max(done - t - self.rtt, 1e-6))
+        edit.compute_start = edit.preamble_s = done
+        edit.preamble_bytes += nbytes
 
     @property
     def hybrid_source_bytes(self) -> int:

@@ -90,13 +90,15 @@ def create_api(config: ServeConfig, metrics: ServeMetrics | None = None) -> Fast
         return Response(body, media_type="application/json", headers=headers)
 
     @api.get(http_api.PREAMBLE)
-    async def preamble(template_id: str, version: str, request: Request, source: int = 0) -> Response:
-        """The manifest and, when they fit ``MAX_BUNDLED_BYTES``, its context (and source) objects."""
+    async def preamble(template_id: str, version: str, request: Request, source: int = 0,
+                       context: int = 1) -> Response:
+        """The manifest and, when they fit ``MAX_BUNDLED_BYTES``, its context (unless ``context=0``)
+        and source (``source=1``) objects."""
         require_reader_auth(request)
         number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
         manifest, phone = await run_in_threadpool(reader.phone_manifest, template_id, number)
         head = phone.zstd
-        entries = [*manifest.context, *(manifest.source if source else [])]
+        entries = [*(manifest.context if context else []), *(manifest.source if source else [])]
         bundled = sum(e.length for e in entries) <= http_api.MAX_BUNDLED_BYTES
         parts = [head]
         for entry in entries if bundled else []:

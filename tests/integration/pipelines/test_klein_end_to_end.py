@@ -97,3 +97,19 @@ def test_a_lossy_level_stays_close_to_the_stock_image(klein, server, stock):
     assert np.abs(full.image - stock).max() <= PARITY_MAX_ABS
     assert compact.levels == ["compact"] * 4 and compact.bytes < full.bytes
     assert psnr_db(stock, compact.image) > 30.0, psnr_db(stock, compact.image)  # the codec's compact target
+
+
+def test_a_phone_that_holds_the_text_encoder_encodes_the_prompt_instead_of_fetching_it(klein, server, stock):
+    whole = load_model(str(klein))  # the stock on-device pipeline's phone: text encoder included
+    assert whole.encodes_prompt and not load_model(str(klein), phone=True).encodes_prompt
+    asked: list[str] = []
+    with EdgeSession(server, models=lambda _: whole, encode_prompts=True) as session:
+        for name in ("get", "download"):
+            call = getattr(session.transport, name)
+            setattr(session.transport, name, lambda path, *a, _call=call, **k: (asked.append(path), _call(path, *a, **k))[1])
+        result = session.edit(load_image(PHOTO), "brick", policy="fixed-full")
+        encode_s = session.compute_model.prompt_s(whole.name)
+    assert asked[0].endswith("/preamble?context=0") and not [p for p in asked if "/context/" in p]
+    assert encode_s is not None and result.timeline.precompute_s == encode_s > 0
+    # The phone's own embeddings, not the shipped ones: equal up to the threads' rounding, like the KV.
+    assert np.abs(result.image - stock).max() <= PARITY_MAX_ABS

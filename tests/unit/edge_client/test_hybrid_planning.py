@@ -10,6 +10,7 @@ import pytest
 from sakura.edge_client import PlanContext, make_policy
 from sakura.edge_client.estimator import Estimate
 from sakura.edge_client.planning import (
+    encode_on_phone,
     COMPUTE,
     ShardOption,
     best_split,
@@ -128,3 +129,11 @@ def test_a_block_the_phone_is_about_to_compute_is_taken_back_only_if_it_arrives_
     assert take_back(at, last, constant_rate(SIZES["compact"] / 0.025)) is None
     assert take_back(at, last, constant_rate(SIZES["compact"] / 0.015)) == "compact"
 
+
+
+def test_a_phone_with_a_text_encoder_encodes_unless_fetching_is_known_to_be_sooner():
+    link = Estimate(bytes_per_s=1e6, error=0.0)
+    assert encode_on_phone(100_000, None, link, 0.05)  # never encoded here: as the phone alone would
+    assert encode_on_phone(100_000, 0.5, None, 0.05)  # the link unknown: likewise
+    assert encode_on_phone(10_000_000, 0.5, link, 0.05)  # a 10 s download
+    assert not encode_on_phone(100_000, 0.5, link, 0.05)  # a 0.15 s one

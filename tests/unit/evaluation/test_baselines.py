@@ -106,3 +106,16 @@ def test_the_simulated_hybrid_takes_blocks_back_when_the_link_speeds_up(klein):
     assert not any(s.taken_back for s in kept.shards) and any(s.computed for s in kept.shards)
     assert sum(s.computed for s in replanned.shards) < sum(s.computed for s in kept.shards)
     assert replanned.latency_s < kept.latency_s
+
+
+def test_a_phone_with_its_own_text_encoder_encodes_the_prompt_unless_fetching_is_known_sooner(klein):
+    slow = _sim(klein, 2.0)  # 7.9 MB of embeddings: 32 s at 2 Mbit/s, against 0.22 s on the NPU
+    light, own = slow.run("sakura"), slow.run("sakura-own-encoder")
+    assert own.precompute_s == pytest.approx(klein.text_encode_s) and light.precompute_s == 0.0
+    assert light.preamble_bytes - own.preamble_bytes == klein.context_bytes
+    assert own.latency_s < light.latency_s - 20
+    fast = _sim(klein, 2000.0)  # a round trip and 0.03 s of download: sooner than encoding
+    fetched = fast.run("sakura-own-encoder")
+    assert fetched.precompute_s == 0.0 and fetched.preamble_bytes == fast.run("sakura").preamble_bytes
+    fresh = _sim(klein, 2000.0, cold=True).run("sakura-own-encoder")  # nothing measured: as the phone alone
+    assert fresh.precompute_s == pytest.approx(klein.text_encode_s)

@@ -113,6 +113,9 @@ def test_a_preamble_carries_the_manifest_then_its_objects_in_manifest_order(libr
         assert r.status_code == 200 and r.headers[http_api.PREAMBLE_BUNDLED] == "1"
         assert r.content[:head] == manifest and r.content[head:] == b"".join(expected)
         assert "immutable" in r.headers["cache-control"]
+    r = client.get(http_api.preamble_path("tpl", 2, source=True, context=False))  # a phone with its own encoder
+    assert r.url.query == b"source=1&context=0"
+    assert r.content == manifest + objects["source"] and r.headers[http_api.PREAMBLE_BUNDLED] == "1"
     latest = client.get(http_api.preamble_path("tpl", "latest", source=True))
     assert latest.headers["cache-control"] == "no-cache" and latest.headers["x-sakura-version"] == "2"
     monkeypatch.setattr(http_api, "MAX_BUNDLED_BYTES", len(objects["context"]))  # too big to bundle with the source

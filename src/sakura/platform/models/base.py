@@ -152,6 +152,18 @@ class ModelAdapter(abc.ABC):
         prompt embeddings of a text encoder the phone never loads). None by default."""
         return {}
 
+    @property
+    def encodes_prompt(self) -> bool:
+        """Whether this adapter holds the text encoder(s) its context objects come from (loaded as
+        the whole pipeline), so a phone that has it may compute them from the template's prompt
+        (:meth:`prompt_context`) instead of fetching them."""
+        return False
+
+    def prompt_context(self, prompt: str) -> dict[str, np.ndarray]:
+        """The context objects of a template with ``prompt``: :meth:`template_context` for models
+        whose context is the prompt's embeddings (``encodes_prompt``)."""
+        raise ModelError(f"{self.name}: this adapter has no text encoder to compute its context with")
+
     def context_limits(self) -> dict[str, tuple[int, ...]]:
         """The context objects replay takes and the largest shape of each (what a client checks
         a server's manifest against)."""

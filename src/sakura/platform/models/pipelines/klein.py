@@ -161,7 +161,14 @@ class KleinAdapter(ModelAdapter):
     # -- cloud ---------------------------------------------------------------------------
     def template_context(self, template: Template) -> dict[str, np.ndarray]:
         """The template prompt's embeddings: the text encoder runs once, in the cloud."""
-        return {PROMPT_EMBEDS: self._encode_prompt(template.prompt)}
+        return self.prompt_context(template.prompt)
+
+    @property
+    def encodes_prompt(self) -> bool:
+        return self.pipe is not None
+
+    def prompt_context(self, prompt: str) -> dict[str, np.ndarray]:
+        return {PROMPT_EMBEDS: self._encode_prompt(prompt)}
 
     def _encode_prompt(self, prompt: str) -> np.ndarray:
         with torch.inference_mode():

@@ -94,8 +94,15 @@ class PerStepPipeline(DiffusersAdapter):
     # -- cloud ---------------------------------------------------------------------------
     def template_context(self, template: Template) -> dict[str, np.ndarray]:
         """The template prompt's embeddings: the text encoders run once, in the cloud."""
+        return self.prompt_context(template.prompt)
+
+    @property
+    def encodes_prompt(self) -> bool:
+        return self.pipe is not None
+
+    def prompt_context(self, prompt: str) -> dict[str, np.ndarray]:
         with torch.inference_mode():
-            text, pooled = self._encode_prompt(self._cloud("encoding a prompt"), template.prompt)
+            text, pooled = self._encode_prompt(self._cloud("encoding a prompt"), prompt)
         return {PROMPT_EMBEDS: text[0].float().numpy(), POOLED_PROMPT_EMBEDS: pooled[0].float().numpy()}
 
     def context_limits(self) -> dict[str, tuple[int, ...]]:
@@ -107,7 +114,7 @@ class PerStepPipeline(DiffusersAdapter):
         """Capture and full take the embeddings through the context objects too, so replay's
         inputs are bit for bit theirs (and text encoders that do not fit the transformer are a
         ModelError)."""
-        return self._embeddings(self.template_context(Template(np.zeros((1, 1, 3), np.float32), prompt)))
+        return self._embeddings(self.prompt_context(prompt))
 
     def _cloud(self, what: str) -> Any:
         if self.pipe is None:
