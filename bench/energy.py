@@ -40,7 +40,7 @@ import numpy as np
 from sakura.evaluation.energy import PHONES, RADIOS, EditEnergy, PhonePower, RadioModel, edit_energy, radio_for
 from sakura.evaluation.regime import crossovers, hopeless, link_rates
 from sakura.evaluation.runs import groups, simulate_runs
-from sakura.evaluation.simulator import SYSTEMS, EditSimulator
+from sakura.evaluation.simulator import FETCH_ONLY, SYSTEMS, EditSimulator
 from sakura.evaluation.sustained import session_summary, sustained_session
 from sakura.evaluation.thermal import NEVER_THROTTLES, ThermalModel
 from sakura.platform.traces import BandwidthTrace, load_traces
@@ -113,7 +113,7 @@ def _families(geometries, families, rtt, floor, phone, starts) -> dict:
             if system in r.edits:
                 edit = r.edits[system]
                 priced[r.family][system].append((edit.latency_s, edit_energy(edit, radio, phone)))
-            elif system.startswith("sakura-"):  # hopeless: its lower bound, as bench/e2e.py counts it
+            elif system in FETCH_ONLY:  # hopeless: its lower bound, as bench/e2e.py counts it
                 priced[r.family][system].append((r.bound, _lower_bound(r.bound, radio, phone)))
     table: dict = {}
     hopeless_runs: dict[str, int] = {}
@@ -150,7 +150,7 @@ def _regime(geometries, rtt, floor, phone, points) -> dict:
         sims = [EditSimulator(g, BandwidthTrace.constant(rate, duration=1e7), 0.0, rtt_s=rtt, cachegen_floor=floor)
                 for g in geometries]
         for system in MAP_SYSTEMS:
-            done = [None if system.startswith("sakura-") and hopeless(sim) else sim.run(system) for sim in sims]
+            done = [None if system in FETCH_ONLY and hopeless(sim) else sim.run(system) for sim in sims]
             edits[system].append(done if all(e is not None for e in done) else None)
     seconds = {s: [None if e is None else float(np.median([x.latency_s for x in e])) for e in per_rate]
                for s, per_rate in edits.items()}
@@ -181,7 +181,7 @@ def _sustained(geometry, families, rtt, phone, args) -> dict:
             for trace in traces[:args.session_traces]:
                 skip = hopeless(EditSimulator(geometry, trace, 0.0, rtt_s=rtt))
                 for system in SESSION_SYSTEMS:
-                    if skip and system.startswith("sakura-"):
+                    if skip and system in FETCH_ONLY:
                         continue
                     sessions[family][system].append(sustained_session(
                         geometry, trace, 0.0, system, edits=args.session_edits, every_s=every_s,

@@ -11,7 +11,8 @@ from sakura.evaluation.simulator import SYSTEMS, EditSimulator
 
 LEVEL_COLOURS = {"compact": "#8ecae6", "medium": "#219ebc", "full": "#023047",
                  "cachegen-low": "#ffb703", "cachegen-coarse": "#fb8500", "cachegen-fine": "#c75000"}
-SYSTEM_STYLE = {"sakura": ("#d62828", "-"), "sakura-fetch-only": ("#d62828", "--"), "oracle": ("#000000", ":"),
+SYSTEM_STYLE = {"sakura": ("#d62828", "-"), "sakura-own-encoder": ("#9d0208", "-."),
+                "sakura-fetch-only": ("#d62828", "--"), "oracle": ("#000000", ":"),
                 "cachegen": ("#fb8500", "-"), "cachegen-matched": ("#fb8500", "--"),
                 "on-device": ("#6a994e", "-"), "on-device-uncached": ("#386641", ":"),
                 "on-device-prepared": ("#a7c957", "--"), "full-sequential": ("#7f7f7f", "-"),

@@ -17,7 +17,7 @@ import numpy as np
 
 from sakura.evaluation.geometry import EditGeometry
 from sakura.evaluation.runs import RATIOS
-from sakura.evaluation.simulator import EditSimulator
+from sakura.evaluation.simulator import FETCH_ONLY, EditSimulator
 from sakura.platform.traces import BandwidthTrace
 
 GIVE_UP = 20.0
@@ -50,7 +50,7 @@ def regime_curve(geometries: Sequence[EditGeometry], rates_mbps: Sequence[float]
         sims = [EditSimulator(g, link, 0.0, rtt_s=rtt_s, warm_template=warm_template, cachegen_floor=cachegen_floor)
                 for g in geometries]
         for system in systems:
-            edits = [None if system.startswith("sakura-") and hopeless(sim) else sim.run(system).latency_s
+            edits = [None if system in FETCH_ONLY and hopeless(sim) else sim.run(system).latency_s
                      for sim in sims]
             simulated = [e for e in edits if e is not None]
             latency[system].append(float(np.median(simulated)) if len(simulated) == len(edits) else None)

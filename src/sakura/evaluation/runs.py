@@ -10,7 +10,7 @@ import numpy as np
 
 from sakura.edge_client.timeline import Timeline
 from sakura.evaluation.geometry import EditGeometry
-from sakura.evaluation.simulator import SYSTEMS, EditSimulator
+from sakura.evaluation.simulator import FETCH_ONLY, SYSTEMS, EditSimulator
 from sakura.platform.traces import BandwidthTrace
 
 #: The cellular families of ``../shared/traces`` (pooled as ``cellular`` in the reports).
@@ -49,7 +49,7 @@ def simulate_runs(geometries: Sequence[EditGeometry], families: dict[str, list[B
                 sim = EditSimulator(geometries[which], trace, start, rtt_s=rtt_s, warm_template=warm_template,
                                     cachegen_floor=floor, cachegen_slo_s=cachegen_slo_s)
                 skip = skip_hopeless and hopeless(sim)
-                edits = {s: sim.run(s) for s in systems if not (skip and s.startswith("sakura-"))}
+                edits = {s: sim.run(s) for s in systems if not (skip and s in FETCH_ONLY)}
                 runs.append(Run(family, trace, start, which, sim, edits, sim.bound()))
     return runs
 
@@ -66,7 +66,7 @@ def latencies(runs: Sequence[Run], members: Sequence[str], system: str) -> list[
     if system == "bound":
         return [r.bound for r in runs if r.family in members]
     return [r.edits[system].latency_s if system in r.edits else r.bound
-            for r in runs if r.family in members and (system in r.edits or system.startswith("sakura-"))]
+            for r in runs if r.family in members and (system in r.edits or system in FETCH_ONLY)]
 
 
 def stats(values: Sequence[float]) -> dict[str, float]:

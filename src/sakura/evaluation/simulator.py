@@ -66,6 +66,10 @@ from sakura.evaluation.stages import PipelineStages, arrived, consumed, first_by
 from sakura.platform.traces import BandwidthTrace
 
 ONDEVICE_SYSTEMS = ("on-device", "on-device-uncached", "on-device-prepared")
+#: SAKURA's variants that only fetch their KV: where even its smallest level cannot arrive in
+#: reasonable time (:func:`~sakura.evaluation.regime.hopeless`) benches may count their lower bound
+#: instead of simulating them. The hybrids always run.
+FETCH_ONLY = ("sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium")
 SYSTEMS = ("sakura", "sakura-own-encoder", "sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen",
            "cachegen-matched", *ONDEVICE_SYSTEMS, "oracle")
 
