@@ -102,6 +102,7 @@ class Timeline:
             "latency_s": round(self.compute_end, 4),
             "manifest_s": round(self.manifest_s, 4),
             "model_load_s": round(self.model_load_s, 4),
+            "precompute_s": round(self.precompute_s, 4),
             "stall_s": round(self.stall_s, 4),
             "stalls": len(self.stalls),
             "network_bytes": self.network_bytes,
