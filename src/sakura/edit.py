@@ -34,8 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="this device's model: a diffusers pipeline folder (loaded as a phone would: VAE "
                                    "and transformer only) or a named model; none: the named model the template names")
     p.add_argument("--encode-prompts", action="store_true",
-                   help="this device holds the model's text encoder: load --model's whole pipeline and encode the "
-                        "template's prompt here instead of downloading its embeddings (unless that is known to be sooner)")
+                   help="this device holds the model's text encoder: load --model's whole pipeline and encode "
+                        "the template's prompt here instead of downloading its embeddings (unless that is known "
+                        "to be sooner)")
     p.add_argument("--cache-dir", help="on-device shard cache directory; none: no cache")
     p.add_argument("--cache-budget-mb", type=float, default=DEFAULT_CACHE_BUDGET / 2**20,
                    help="size limit of the on-device shard cache, in MiB (with --cache-dir)")

@@ -70,8 +70,8 @@ ONDEVICE_SYSTEMS = ("on-device", "on-device-uncached", "on-device-prepared")
 #: reasonable time (:func:`~sakura.evaluation.regime.hopeless`) benches may count their lower bound
 #: instead of simulating them. The hybrids always run.
 FETCH_ONLY = ("sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium")
-SYSTEMS = ("sakura", "sakura-own-encoder", "sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium", "full-sequential", "cachegen",
-           "cachegen-matched", *ONDEVICE_SYSTEMS, "oracle")
+SYSTEMS = ("sakura", "sakura-own-encoder", "sakura-fetch-only", "sakura-no-pipeline", "sakura-fixed-medium",
+           "full-sequential", "cachegen", "cachegen-matched", *ONDEVICE_SYSTEMS, "oracle")
 
 
 class EditSimulator:

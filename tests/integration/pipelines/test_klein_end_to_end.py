@@ -106,7 +106,8 @@ def test_a_phone_that_holds_the_text_encoder_encodes_the_prompt_instead_of_fetch
     with EdgeSession(server, models=lambda _: whole, encode_prompts=True) as session:
         for name in ("get", "download"):
             call = getattr(session.transport, name)
-            setattr(session.transport, name, lambda path, *a, _call=call, **k: (asked.append(path), _call(path, *a, **k))[1])
+            setattr(session.transport, name,
+                    lambda path, *a, _call=call, **k: (asked.append(path), _call(path, *a, **k))[1])
         result = session.edit(load_image(PHOTO), "brick", policy="fixed-full")
         encode_s = session.compute_model.prompt_s(whole.name)
     assert asked[0].endswith("/preamble?context=0") and not [p for p in asked if "/context/" in p]

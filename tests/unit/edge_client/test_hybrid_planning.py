@@ -10,11 +10,11 @@ import pytest
 from sakura.edge_client import PlanContext, make_policy
 from sakura.edge_client.estimator import Estimate
 from sakura.edge_client.planning import (
-    encode_on_phone,
     COMPUTE,
     ShardOption,
     best_split,
     constant_rate,
+    encode_on_phone,
     level_utility,
     simulate,
     take_back,
