@@ -116,11 +116,11 @@ def test_a_phone_that_holds_the_text_encoder_encodes_the_prompt_instead_of_fetch
     assert np.abs(result.image - stock).max() <= PARITY_MAX_ABS
 
 
-def test_sakura_edit_encode_prompts_loads_the_whole_pipeline_and_encodes_here(klein, server, stock, tmp_path, capsys):
-    out = tmp_path / "edited.png"
-    assert sakura(["edit", "--server", server, "--template", "brick", "--image", PHOTO, "--out", str(out),
-                   "--model", str(klein), "--encode-prompts", "--policy", "fixed-full", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["precompute_s"] > 0 and report["levels"] == {"full": 4}
-    expected = (np.clip(stock, 0, 1) * 255).round().astype(np.int16)
-    assert np.abs(imread(out).astype(np.int16) - expected).max() <= 1
+def test_sakura_edit_encode_prompts_hands_the_session_the_whole_pipeline(klein):
+    from sakura import edit
+
+    args = edit._parser().parse_args(["--server", "http://127.0.0.1:1", "--template", "brick", "--image", PHOTO,
+                                      "--out", "x.png", "--model", str(klein), "--encode-prompts"])
+    assert args.encode_prompts and edit._models(args)["models"]("any").encodes_prompt
+    args.encode_prompts = False
+    assert not edit._models(args)["models"]("any").encodes_prompt

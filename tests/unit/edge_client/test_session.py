@@ -58,24 +58,22 @@ def test_second_edit_with_the_same_template_makes_no_shard_request(proxy, refere
     assert second.levels == first.levels
 
 
-def test_a_second_hybrid_edit_starts_warm_its_manifest_and_source_from_the_cache(proxy, reference_model, tmp_path):
-    """The phone keeps the objects a template's edits need (the hybrid computes from its source),
-    so a second edit of the version sends no preamble, manifest or object request; a cached object
-    that no longer verifies is fetched again."""
+def test_a_second_edit_starts_warm_its_manifest_and_source_from_the_cache(proxy, reference_model, tmp_path):
+    """The phone keeps the objects a template's edits need (computing its KV takes the source), so
+    a second edit of the version sends no request at all when the phone computes every block; a
+    kept object that no longer verifies is fetched again."""
     with EdgeSession(proxy.url, cache_dir=tmp_path, models=lambda _: reference_model) as session:
-        session.edit(load_image(PHOTO), "portrait", version=1, policy="hybrid")
+        session.edit(load_image(PHOTO), "portrait", version=1, policy="on-device")
         manifest = session.manifest("portrait", 1)
         assert manifest.source and all(session.cache.read_object("portrait", 1, e.name, e.sha256) is not None
                                        for e in [*manifest.context, *manifest.source])
         start = len(proxy.requests)
-        session.edit(load_image("skimage:astronaut"), "portrait", version=1, policy="hybrid")
-        warm = [r.path for r in proxy.requests[start:]]
-        assert not [p for p in warm if "/shards/" not in p], warm
+        session.edit(load_image("skimage:astronaut"), "portrait", version=1, policy="on-device")
+        assert proxy.requests[start:] == []
         damaged = tmp_path / "portrait" / "1" / f"object-{manifest.source[0].name}.zst"
         damaged.write_bytes(b"\0" * damaged.stat().st_size)
-        start = len(proxy.requests)
-        session.edit(load_image("skimage:astronaut"), "portrait", version=1, policy="hybrid")
-        refetched = [r.path for r in proxy.requests[start:] if "/shards/" not in r.path]
+        session.edit(load_image("skimage:astronaut"), "portrait", version=1, policy="on-device")
+        refetched = [r.path for r in proxy.requests[start:]]
         assert session.cache.read_object("portrait", 1, manifest.source[0].name, manifest.source[0].sha256)
     assert refetched == [f"/v1/templates/portrait/versions/1/source/{manifest.source[0].name}"]
 
