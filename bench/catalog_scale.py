@@ -118,16 +118,20 @@ def picks_without_repeats(ids: list[str], n: int, rng: random.Random) -> list[st
     return out
 
 
-def request_latencies(uri: str, ids: list[str], seed: Manifest, requests: int, rng: random.Random,
-                      **config: object) -> dict:
+def manifests_and_shards(client: httpx.Client, seed: Manifest, picks: list[str], rng: random.Random) -> dict:
+    """The manifest of each template in ``picks``, then a random shard of each."""
+    return {"manifest": timed(client, [http_api.manifest_path(t, 1) for t in picks]),
+            "shard": timed(client, [http_api.shard_path(t, 1, rng.randrange(len(seed.shards)), "medium")
+                                    for t in picks])}
+
+
+def uncached_latencies(uri: str, ids: list[str], seed: Manifest, requests: int, rng: random.Random) -> dict:
     """Manifest and shard requests of random templates (never the same twice in a row) to a
-    service configured with ``config``."""
+    service whose caches are out of the way (:data:`UNCACHED`)."""
     picks = picks_without_repeats(ids, requests, rng)
-    with ApiServer(uri, **config) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+    with ApiServer(uri, **UNCACHED) as server, httpx.Client(base_url=server.url, timeout=60) as client:
         client.get(http_api.CATALOGUE).raise_for_status()  # warm: imports, first store reads
-        return {"manifest": timed(client, [http_api.manifest_path(t, 1) for t in picks]),
-                "shard": timed(client, [http_api.shard_path(t, 1, rng.randrange(len(seed.shards)), "medium")
-                                        for t in picks])}
+        return manifests_and_shards(client, seed, picks, rng)
 
 
 def measure(uri: str, ids: list[str], requests: int, rng: random.Random) -> dict:
@@ -146,12 +150,10 @@ def measure(uri: str, ids: list[str], requests: int, rng: random.Random) -> dict
         out = {
             "catalogue_first_page": timed(client, [http_api.CATALOGUE + "?limit=100"] * 20),
             "catalogue_deep_page": timed(client, [http_api.CATALOGUE + f"?limit=100&cursor={deep}"] * 20),
-            "manifest": timed(client, [http_api.manifest_path(t, 1) for t in picks]),
-            "shard": timed(client, [http_api.shard_path(t, 1, rng.randrange(len(seed.shards)), "medium")
-                                    for t in picks]),
+            **manifests_and_shards(client, seed, picks, rng),
         }
     out["server_rss_growth_mb"] = (process.memory_info().rss - rss_before) / 2**20
-    out["uncached"] = request_latencies(uri, ids, seed, requests, rng, **UNCACHED)
+    out["uncached"] = uncached_latencies(uri, ids, seed, requests, rng)
     quiet = argparse.Namespace(store=uri, json=True, template=None, keep=1, dry_run=True, grace_s=3600.0)
     with open("/dev/null", "w") as devnull:
         stdout, sys.stdout = sys.stdout, devnull

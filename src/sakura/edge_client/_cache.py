@@ -71,8 +71,7 @@ class ShardCache:
         return self._folder.levels(self._version_dir(template, version), files.check_index(index))
 
     def read(self, template: str, version: int, index: int, level: str, sha256: str) -> bytes | None:
-        path = self._path(template, version, files.shard_name(index, level))
-        return self._folder.read(path, lambda data: data if hashlib.sha256(data).hexdigest() == sha256 else None)
+        return self._folder.read(self._path(template, version, files.shard_name(index, level)), _sha256_is(sha256))
 
     def has_object(self, template: str, version: int, name: str) -> bool:
         """Whether a context or source object is kept (unverified until :meth:`read_object`)."""
@@ -80,8 +79,7 @@ class ShardCache:
 
     def read_object(self, template: str, version: int, name: str, sha256: str) -> bytes | None:
         """A context or source object (still encoded) if it verifies against ``sha256``."""
-        path = self._path(template, version, files.object_name(name))
-        return self._folder.read(path, lambda data: data if hashlib.sha256(data).hexdigest() == sha256 else None)
+        return self._folder.read(self._path(template, version, files.object_name(name)), _sha256_is(sha256))
 
     def read_manifest(self, template: str, version: int) -> bytes | None:
         """The cached manifest if its stored checksum verifies; a bad one is deleted (refetch it)."""
@@ -121,6 +119,11 @@ class ShardCache:
         if real != path or not real.is_relative_to(self.dir):
             raise CachePathError(f"refusing cache path {path}: it resolves to {real} (a link, or outside the folder)")
         return path
+
+
+def _sha256_is(sha256: str) -> Callable[[bytes], bytes | None]:
+    """A read's check: the bytes if their sha256 is the one the manifest lists, else None."""
+    return lambda data: data if hashlib.sha256(data).hexdigest() == sha256 else None
 
 
 class _LruByTemplate:

@@ -6,14 +6,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from sakura.platform import layout
-from sakura.platform.context import CONTEXT_NAME_PATTERN
 from sakura.platform.ids import validate_template_id
 
 try:
@@ -46,14 +44,17 @@ def shard_name(index: int, level: str) -> str:
 
 def object_name(name: str) -> str:
     """The file of a context or source object (names are unique across both kinds in a manifest)."""
-    if not isinstance(name, str) or re.fullmatch(CONTEXT_NAME_PATTERN, name) is None:
-        raise layout.InvalidName(f"invalid object name {name!r}")
-    return f"{_OBJECT}{name}{_OBJECT_SUFFIX}"
+    return f"{_OBJECT}{layout.validate_object_name(name)}{_OBJECT_SUFFIX}"
 
 
 def is_object(name: str) -> bool:
-    return name.startswith(_OBJECT) and name.endswith(_OBJECT_SUFFIX) and re.fullmatch(
-        CONTEXT_NAME_PATTERN, name[len(_OBJECT):-len(_OBJECT_SUFFIX)]) is not None
+    if not (name.startswith(_OBJECT) and name.endswith(_OBJECT_SUFFIX)):
+        return False
+    try:
+        layout.validate_object_name(name[len(_OBJECT):-len(_OBJECT_SUFFIX)])
+    except layout.InvalidName:
+        return False
+    return True
 
 
 def lock_folder(root: Path) -> tuple[int | None, float] | None:

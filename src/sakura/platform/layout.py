@@ -73,6 +73,15 @@ def validate_level(value: object) -> str:
     return value
 
 
+def validate_object_name(value: object) -> str:
+    """A context or source object's name (:mod:`sakura.platform.context`)."""
+    from sakura.platform.context import CONTEXT_NAME_PATTERN
+
+    if not isinstance(value, str) or re.fullmatch(CONTEXT_NAME_PATTERN, value) is None:
+        raise InvalidName(f"invalid context object name {value!r}")
+    return value
+
+
 def template_prefix(template_id: str) -> str:
     return f"templates/{validate_template_id(template_id)}/"
 
@@ -103,11 +112,7 @@ def importance_key(template_id: str, version: int) -> str:
 
 def context_key(template_id: str, version: int, name: str) -> str:
     """A context object (e.g. prompt embeddings): see :mod:`sakura.platform.context`."""
-    from sakura.platform.context import CONTEXT_NAME_PATTERN
-
-    if not isinstance(name, str) or re.fullmatch(CONTEXT_NAME_PATTERN, name) is None:
-        raise InvalidName(f"invalid context object name {name!r}")
-    return version_prefix(template_id, version) + f"context-{name}.zst"
+    return version_prefix(template_id, version) + f"context-{validate_object_name(name)}.zst"
 
 
 def level_key(template_id: str, version: int, level: str) -> str:
