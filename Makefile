@@ -23,10 +23,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not cluster" --durations=15
 
-# Multi-node Ray on this machine: worker nodes join a head, and tests SIGKILL them mid-build and
-# mid-edit (tests/integration/cluster). A target of its own so each suite stays under 15 minutes.
+# The kill tests: multi-node Ray on this machine (worker nodes join a head, and tests SIGKILL them
+# mid-build and mid-edit: tests/integration/cluster) and a build killed at random points
+# (tests/integration/jobs/test_build_crash.py). A target of its own so each suite stays under 15 minutes.
 test-cluster: $(STAMP)
-	$(PY) -m pytest -q -m cluster tests/integration/cluster
+	$(PY) -m pytest -q -m cluster tests/integration --durations=5
 
 # ruff (style, imports, likely bugs) and mypy (types) over the package, tests and benchmarks.
 lint: $(STAMP)

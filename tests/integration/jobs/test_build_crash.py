@@ -1,4 +1,7 @@
-"""Kill the build (driver or worker) at random points: no reader ever sees a partial version."""
+"""Kill the build (driver or worker) at random points: no reader ever sees a partial version.
+
+A kill test like tests/integration/cluster's: it runs with them (``make test-cluster``).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,11 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from tests.integration.jobs.test_build import check_library, write_spec
+
+pytestmark = pytest.mark.cluster
 
 #: Half kill the driver, half a builder; tests/integration/cluster kills whole nodes (make test-cluster).
 TRIALS = 5
