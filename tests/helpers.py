@@ -58,10 +58,11 @@ def exact_edit(model, template_image: str, photo: str, *, seed: int = 0, steps: 
     """The edit of ``photo`` with the exact KV of a template built by :func:`publish` (task
     try_on, prompt "p"), computed on the spot: no codec, no network."""
     from sakura.platform.images import fit_image, load_image
-    from sakura.platform.models import EditRequest, Schedule, Template
+    from sakura.platform.models import EditRequest, Schedule
+    from sakura.platform.template_image import template_for
 
     res = model.resolution
-    template = Template(fit_image(load_image(template_image), res), "p", "try_on")
+    template = template_for(model, fit_image(load_image(template_image), res), "p", "try_on")[0]
     schedule = Schedule(steps=steps)
     kv = model.capture(template, EditRequest(fit_image(load_image("skimage:camera"), res)), schedule).kv
     return model.edit_image(kv, "p", EditRequest(fit_image(load_image(photo), res), seed=seed), schedule)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from sakura.examples import TEMPLATES
 from sakura.platform.errors import SakuraError
 from sakura.platform.images import fit_image, load_image
@@ -14,6 +16,7 @@ from sakura.platform.library import TemplateLibrary
 from sakura.platform.manifest import Manifest
 from sakura.platform.models import EditRequest, Template
 from sakura.platform.spec import TemplateSpec, load_spec
+from sakura.platform.template_image import decode_published
 
 #: The user's photo for each task (none of them a template image).
 USER_PHOTOS = {"face_swap": "skimage:lfw_subset/93", "try_on": "skimage:chelsea", "style_transfer": "skimage:astronaut"}
@@ -48,11 +51,21 @@ def load_cases(store_uri: str, spec: TemplateSpec, resolution: int) -> list[Temp
         for level in manifest.levels:
             store = library.level_store(level)
             payloads[level.name] = [read_shard_payload(store, level.key, s.levels[level.name]) for s in manifest.shards]
-        image = fit_image(load_image(entry.image, spec.base_dir), resolution)
+        image = _published_image(library, manifest)
+        if image is None:
+            image = fit_image(load_image(entry.image, spec.base_dir), resolution)
         photo = fit_image(load_image(USER_PHOTOS.get(entry.task.value, DEFAULT_PHOTO)), resolution)
         template = Template(image, entry.prompt, entry.task.value)
         cases.append(TemplateCase(manifest, payloads, template, EditRequest(photo, seed=1)))
     return cases
+
+
+def _published_image(library: TemplateLibrary, manifest: Manifest) -> np.ndarray | None:
+    """The template's image as its version was built from it: the published JPEG's pixels, if it has one."""
+    if not manifest.images:
+        return None
+    image = manifest.images[0]
+    return decode_published(library.store.get(image.key), image.width, image.height)
 
 
 def example_spec(path: Path = TEMPLATES) -> TemplateSpec:

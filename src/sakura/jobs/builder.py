@@ -21,9 +21,19 @@ from sakura.platform.images import fit_image, image_bytes_identity, load_image
 from sakura.platform.importance import from_attention, from_key_norms
 from sakura.platform.levelfile import ShardRow, build_level_file
 from sakura.platform.library import TemplateLibrary, write_once
-from sakura.platform.manifest import ContextEntry, LevelEntry, Manifest, ModelRef, ScheduleRef, ShardEntry, TokenLayout
-from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template, load_model
+from sakura.platform.manifest import (
+    ContextEntry,
+    ImageEntry,
+    LevelEntry,
+    Manifest,
+    ModelRef,
+    ScheduleRef,
+    ShardEntry,
+    TokenLayout,
+)
+from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_model
 from sakura.platform.spec import TemplateEntry
+from sakura.platform.template_image import IMAGE_FORMAT, TEMPLATE_IMAGE, template_for
 
 #: Calibration photos (user-side images whose attention ranks template tokens), per task.
 CALIBRATION = {
@@ -45,9 +55,10 @@ class BuildSettings:
     tiers: tuple[tuple[str, str], ...] = ()
 
     def hash_material(self) -> dict:
-        # format 2: versions ship source objects, so a rebuild of a format-1 version publishes anew
+        # format 2: versions ship source objects; 3: the template's image, published as a JPEG, which
+        # everything is built from. A rebuild of an older format's version publishes anew.
         return {"levels": [lv.model_dump(mode="json") for lv in self.levels], "steps": self.steps,
-                "strength": self.strength, "calibration": self.calibration, "format": 2}
+                "strength": self.strength, "calibration": self.calibration, "format": 3}
 
 
 @dataclass
@@ -102,11 +113,19 @@ class TemplateBuilder:
         return ContextEntry(name=name, key=key, shape=shape, dtype=dtype, length=len(data),
                             sha256=hashlib.sha256(data).hexdigest())
 
+    def _write_image(self, template_id: str, version: int, jpeg: bytes, resolution: int) -> ImageEntry:
+        key = layout.image_key(template_id, version, TEMPLATE_IMAGE)
+        write_once(self.library.store, key, jpeg)
+        return ImageEntry(name=TEMPLATE_IMAGE, key=key, format=IMAGE_FORMAT, width=resolution, height=resolution,
+                          length=len(jpeg), sha256=hashlib.sha256(jpeg).hexdigest())
+
     def build(self, job: BuildJob) -> BuildOutcome:
         start = time.perf_counter()
         entry, adapter, s = job.entry, self.adapter, self.settings
         res = adapter.resolution
-        template = Template(fit_image(load_image(entry.image, Path(job.base_dir)), res), entry.prompt, entry.task.value)
+        image = fit_image(load_image(entry.image, Path(job.base_dir)), res)
+        template, jpeg = template_for(adapter, image, entry.prompt, entry.task.value)
+        images = [self._write_image(entry.id, job.version, jpeg, res)] if jpeg is not None else []
         schedule = Schedule(steps=s.steps, strength=s.strength)
         photos = CALIBRATION.get(entry.task.value, CALIBRATION["default"])[: s.calibration]
         captures = [adapter.capture(template, EditRequest(fit_image(load_image(p), res), seed=i), schedule)
@@ -149,6 +168,7 @@ class TemplateBuilder:
                     for i, key in enumerate(keys)],
             context=context,
             source=source,
+            images=images,
         )
         return BuildOutcome(entry.id, job.version, manifest, time.perf_counter() - start,
                             {lv.name: lv.bytes for lv in levels})

@@ -20,9 +20,10 @@ ALIAS = CATALOGUE + "/{template_id}/aliases/{alias}"
 #: JSON, or its zstd frame (``Content-Encoding: zstd``) when the request accepts zstd.
 #: A preamble response is the manifest's zstd frame (``PREAMBLE_MANIFEST_LENGTH`` bytes) followed by
 #: its context objects (unless ``?context=0``: a phone that encodes the prompt itself) and, when asked
-#: (``?source=1``), its source objects, each in manifest order: what a phone needs before its first
-#: shard, in one round trip. The server bundles the objects
-#: only while they total at most ``MAX_BUNDLED_BYTES`` (else the phone fetches them one by one).
+#: (``?source=1``), its source objects, and (``?images=1``) the template's images (a phone whose own
+#: image codec makes the source from them), each in manifest order: what a phone needs before its first
+#: shard, in one round trip. The images are source objects: ``SOURCE`` serves them by name. The server
+#: bundles the objects only while they total at most ``MAX_BUNDLED_BYTES`` (else the phone fetches them one by one).
 PREAMBLE_MANIFEST_LENGTH = "X-Sakura-Manifest-Length"
 PREAMBLE_BUNDLED = "X-Sakura-Bundled"
 MAX_BUNDLED_BYTES = 16 << 20
@@ -79,6 +80,7 @@ def source_path(template_id: str, version: int, name: str) -> str:
     return SOURCE.format(template_id=template_id, version=version, name=name)
 
 
-def preamble_path(template_id: str, version: int | str, *, source: bool, context: bool = True) -> str:
-    query = [*(["source=1"] if source else []), *([] if context else ["context=0"])]
+def preamble_path(template_id: str, version: int | str, *, source: bool, context: bool = True,
+                  images: bool = False) -> str:
+    query = [*(["source=1"] if source else []), *([] if context else ["context=0"]), *(["images=1"] if images else [])]
     return PREAMBLE.format(template_id=template_id, version=version) + ("?" + "&".join(query) if query else "")

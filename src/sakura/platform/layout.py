@@ -115,6 +115,11 @@ def context_key(template_id: str, version: int, name: str) -> str:
     return version_prefix(template_id, version) + f"context-{validate_object_name(name)}.zst"
 
 
+def image_key(template_id: str, version: int, name: str) -> str:
+    """The template's published image: see :mod:`sakura.platform.template_image`."""
+    return version_prefix(template_id, version) + f"image-{validate_object_name(name)}.jpg"
+
+
 def level_key(template_id: str, version: int, level: str) -> str:
     return version_prefix(template_id, version) + f"{validate_level(level)}.parquet"
 

@@ -27,7 +27,7 @@ from sakura.platform.layout import MAX_VERSION
 
 SCHEMA_VERSION: Final = 1
 #: The phone-facing view's schema, ``major.minor``: a minor bump only adds fields.
-PHONE_SCHEMA_VERSION = "1.0"
+PHONE_SCHEMA_VERSION = "1.1"  # 1.1: ``images``
 MAX_MANIFEST_BYTES = 16 << 20
 #: Bounds on what a manifest may list (generous: FLUX.1 per-step at 50 steps has 2,850 shards).
 MAX_SHARDS = 1 << 16
@@ -91,6 +91,19 @@ class PhoneObject(_Tolerant):
     sha256: str = Field(pattern=_SHA256)
 
 
+class PhoneImage(_Tolerant):
+    """The template's published image (:mod:`sakura.platform.template_image`): what a phone's own
+    image codec makes the source objects from (``ModelAdapter.source_from_image``), served and
+    checked like a source object."""
+
+    name: str = Field(pattern=CONTEXT_NAME_PATTERN)
+    format: Literal["jpeg"]
+    width: int = Field(gt=0, le=MAX_RESOLUTION)
+    height: int = Field(gt=0, le=MAX_RESOLUTION)
+    length: int = Field(gt=0)
+    sha256: str = Field(pattern=_SHA256)
+
+
 class PhoneModel(_Tolerant):
     name: str = Field(min_length=1, max_length=_TEXT)
     family: str = Field(max_length=64)
@@ -126,6 +139,7 @@ class _Body(BaseModel):
         levels: list[Any]
         context: list[Any]
         source: list[Any]
+        images: list[Any]
         shards: list[Any]
 
     def level(self, name: str) -> Any:
@@ -138,7 +152,8 @@ class _Body(BaseModel):
         return self._named(self.context, name, "context object")
 
     def source_object(self, name: str) -> Any:
-        return self._named(self.source, name, "source object")
+        """A source object or the template's image (both are served as source objects)."""
+        return self._named([*self.source, *self.images], name, "source object")
 
     def _named(self, entries: list, name: str, what: str) -> Any:
         for entry in entries:
@@ -160,9 +175,9 @@ class _Body(BaseModel):
             err = exc.errors()[0]
             raise ManifestError(f"invalid manifest: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
         names = [level.name for level in manifest.levels]
-        objects = [entry.name for entry in [*manifest.context, *manifest.source]]
+        objects = [entry.name for entry in [*manifest.context, *manifest.source, *manifest.images]]
         if len(set(names)) != len(names) or len(set(objects)) != len(objects):
-            raise ManifestError("invalid manifest: a level, context or source object is listed twice")
+            raise ManifestError("invalid manifest: a level, context or source object or image is listed twice")
         if any(set(s.levels) != set(names) for s in manifest.shards):
             raise ManifestError("invalid manifest: a shard lacks a level")
         if [s.index for s in manifest.shards] != list(range(len(manifest.shards))):
@@ -181,6 +196,7 @@ class PhoneManifest(_Body, _Tolerant):
     shards: list[PhoneShard] = Field(min_length=1, max_length=MAX_SHARDS)  # in the order the model consumes them
     context: list[PhoneObject] = Field(default_factory=list, max_length=MAX_LEVELS)
     source: list[PhoneObject] = Field(default_factory=list, max_length=MAX_LEVELS)
+    images: list[PhoneImage] = Field(default_factory=list, max_length=MAX_LEVELS)
 
     def to_json(self) -> bytes:
         """Compact, sorted JSON: the encoding the golden fixture pins."""
@@ -236,6 +252,11 @@ class ContextEntry(PhoneObject):
     key: str = Field(max_length=1024)
 
 
+class ImageEntry(PhoneImage):
+    model_config = _STRICT
+    key: str = Field(max_length=1024)
+
+
 class ModelRef(PhoneModel):
     model_config = _STRICT
 
@@ -262,6 +283,9 @@ class Manifest(_Body):
     #: What the phone needs to compute the template KV itself (``ModelAdapter.template_source``),
     #: stored and served like context objects; names are unique across both lists.
     source: list[ContextEntry] = Field(default_factory=list, max_length=MAX_LEVELS)
+    #: The template's published image, from which a phone's own image codec makes ``source``
+    #: (the KV and ``source`` were built from the pixels it decodes to).
+    images: list[ImageEntry] = Field(default_factory=list, max_length=MAX_LEVELS)
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True).encode()

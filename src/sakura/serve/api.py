@@ -91,14 +91,15 @@ def create_api(config: ServeConfig, metrics: ServeMetrics | None = None) -> Fast
 
     @api.get(http_api.PREAMBLE)
     async def preamble(template_id: str, version: str, request: Request, source: int = 0,
-                       context: int = 1) -> Response:
+                       context: int = 1, images: int = 0) -> Response:
         """The manifest and, when they fit ``MAX_BUNDLED_BYTES``, its context (unless ``context=0``)
-        and source (``source=1``) objects."""
+        and source (``source=1``) objects and its images (``images=1``)."""
         require_reader_auth(request)
         number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
         manifest, phone = await run_in_threadpool(reader.phone_manifest, template_id, number)
         head = phone.zstd
-        entries = [*(manifest.context if context else []), *(manifest.source if source else [])]
+        entries = [*(manifest.context if context else []), *(manifest.source if source else []),
+                   *(manifest.images if images else [])]
         bundled = sum(e.length for e in entries) <= http_api.MAX_BUNDLED_BYTES
         parts = [head]
         for entry in entries if bundled else []:
@@ -128,11 +129,13 @@ def create_api(config: ServeConfig, metrics: ServeMetrics | None = None) -> Fast
         return response
 
     async def named_object(kind: str, template_id: str, version: str, name: str, request: Request) -> Response:
-        """A context or source object the version's manifest lists under ``kind``."""
+        """A context or source object the version's manifest lists under ``kind`` (the template's
+        images are source objects)."""
         require_reader_auth(request)
         number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
         manifest = await run_in_threadpool(reader.manifest, template_id, number)
-        entry = next((e for e in getattr(manifest, kind) if e.name == name), None)
+        listed = [*manifest.source, *manifest.images] if kind == "source" else manifest.context
+        entry = next((e for e in listed if e.name == name), None)
         if entry is None:
             raise ApiError(404, f"unknown_{kind}", f"{template_id} v{number} has no {kind} object {name[:64]!r}")
         return await _object(request, reader, manifest, reader.locate_object(entry), f"{kind} {name}", is_alias, config)

@@ -12,13 +12,14 @@ import pytest
 from skimage.io import imread
 
 from sakura.cli import main as sakura
-from sakura.edge_client import EdgeSession
+from sakura.edge_client import EdgeSession, _compute_model
 from sakura.evaluation import psnr_db
 from sakura.platform.context import decode_context
 from sakura.platform.images import fit_image, load_image
 from sakura.platform.library import TemplateLibrary
 from sakura.platform.models import EditRequest, Schedule, Template, load_model
 from sakura.platform.store import open_store
+from sakura.platform.template_image import decode_published
 from sakura.platform.verify import PARITY_MAX_ABS
 from tests.integration.conftest import serve_apps
 
@@ -63,9 +64,11 @@ def stock(klein, library) -> np.ndarray:
     bits may differ from this process's run of it)."""
     cloud = load_model(str(klein))
     root = Path(library.removeprefix("file://")).parent
-    template = Template(fit_image(load_image(str(root / "brick.png")), cloud.resolution), PROMPT)
-    request = EditRequest(fit_image(load_image(PHOTO), cloud.resolution), seed=0)
     store, manifest = open_store(library), TemplateLibrary(open_store(library)).manifest("brick", 1)
+    image = manifest.images[0]  # the template's image from now on: what the build's JPEG decodes to
+    template = Template(decode_published(store.get(image.key), image.width, image.height), PROMPT)
+    assert np.abs(template.image - fit_image(load_image(str(root / "brick.png")), cloud.resolution)).mean() < 0.02
+    request = EditRequest(fit_image(load_image(PHOTO), cloud.resolution), seed=0)
     context = {c.name: decode_context(store.get(c.key), tuple(c.shape), c.dtype) for c in manifest.context}
     return cloud.stock_image(template, request, SCHEDULE, context)
 
@@ -102,18 +105,37 @@ def test_a_lossy_level_stays_close_to_the_stock_image(klein, server, stock):
 def test_a_phone_that_holds_the_text_encoder_encodes_the_prompt_instead_of_fetching_it(klein, server, stock):
     whole = load_model(str(klein))  # the stock on-device pipeline's phone: text encoder included
     assert whole.encodes_prompt and not load_model(str(klein), phone=True).encodes_prompt
-    asked: list[str] = []
     with EdgeSession(server, models=lambda _: whole, encode_prompts=True) as session:
-        for name in ("get", "download"):
-            call = getattr(session.transport, name)
-            setattr(session.transport, name,
-                    lambda path, *a, _call=call, **k: (asked.append(path), _call(path, *a, **k))[1])
+        asked = _recorded(session)
         result = session.edit(load_image(PHOTO), "brick", policy="fixed-full")
-        encode_s = session.compute_model.prompt_s(whole.name)
+        encode_s = session.compute_model.prepare_s(whole.name, _compute_model.PROMPT)
     assert asked[0].endswith("/preamble?context=0") and not [p for p in asked if "/context/" in p]
     assert encode_s is not None and result.timeline.precompute_s == encode_s > 0
     # The phone's own embeddings, not the shipped ones: equal up to the threads' rounding, like the KV.
     assert np.abs(result.image - stock).max() <= PARITY_MAX_ABS
+
+
+def test_the_phone_vae_makes_the_source_from_the_template_jpeg(klein, server, stock):
+    """The phone alone computes every block from the template's JPEG (bundled with the manifest),
+    never the reference latents' bytes, and its image is the stock pipeline's."""
+    phone = load_model(str(klein), phone=True)
+    with EdgeSession(server, models=lambda _: phone) as session:
+        asked = _recorded(session)
+        result = session.edit(load_image(PHOTO), "brick", policy="on-device")
+        prepare_s = session.compute_model.prepare_s(phone.name, _compute_model.SOURCE)
+    assert asked == ["/v1/templates/brick/versions/latest/preamble?images=1"]
+    assert result.computed == [0, 1, 2, 3] and result.bytes == 0 and prepare_s is not None and prepare_s > 0
+    assert np.abs(result.image - stock).max() <= PARITY_MAX_ABS
+
+
+def _recorded(session: EdgeSession) -> list[str]:
+    """The paths the session's transport asks for from now on."""
+    asked: list[str] = []
+    for name in ("get", "download"):
+        call = getattr(session.transport, name)
+        setattr(session.transport, name,
+                lambda path, *a, _call=call, **k: (asked.append(path), _call(path, *a, **k))[1])
+    return asked
 
 
 def test_sakura_edit_encode_prompts_hands_the_session_the_whole_pipeline(klein):

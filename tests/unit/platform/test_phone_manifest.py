@@ -1,7 +1,8 @@
 """The phone-facing manifest: pinned by golden bytes, free of server internals, tolerant of what a
 later server adds and refusing only a schema with another major version.
 
-Regenerate the golden only when the phone schema's major version changes:
+Write a new golden when the phone schema's version changes (a minor version only adds fields, and
+every earlier golden of the same major version must still be read):
 ``python -m tests.unit.platform.test_phone_manifest --write``.
 """
 
@@ -19,6 +20,7 @@ from sakura.platform.manifest import (
     MAX_MANIFEST_BYTES,
     PHONE_SCHEMA_VERSION,
     ContextEntry,
+    ImageEntry,
     LevelEntry,
     Manifest,
     ManifestError,
@@ -27,6 +29,8 @@ from sakura.platform.manifest import (
 from tests.unit.platform.library_helpers import synthetic_manifest
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / f"manifest-v{PHONE_SCHEMA_VERSION}.json"
+#: The goldens of earlier minor versions: what older servers send.
+EARLIER = Path(__file__).resolve().parents[2] / "golden" / "manifest-v1.0.json"
 
 
 def stored_manifest() -> Manifest:
@@ -39,8 +43,11 @@ def stored_manifest() -> Manifest:
     shard = base.shards[0]
     context = ContextEntry(name="prompt_embeds", key=layout.level_key("tpl", 3, "ctx"), shape=(4, 8), dtype="float16",
                            length=40, sha256="a" * 64)
+    image = ImageEntry(name="template_image", key=layout.image_key("tpl", 3, "template_image"), format="jpeg",
+                       width=64, height=64, length=2000, sha256="b" * 64)
     return base.model_copy(update={
         "levels": [level, tiered], "importance_key": "templates/tpl/versions/3/importance.npz", "context": [context],
+        "images": [image],
         "shards": [shard.model_copy(update={"levels": {**shard.levels, "full": shard.levels["compact"]}})]})
 
 
@@ -55,8 +62,27 @@ def test_the_phone_view_carries_no_store_uri_key_row_group_or_importance_key():
     assert set(doc["levels"][1]) == {"name", "bytes", "spec"}
     assert set(doc["shards"][0]["levels"]["full"]) == {"length", "sha256"}
     assert set(doc["context"][0]) == {"name", "shape", "dtype", "length", "sha256"}
+    assert set(doc["images"][0]) == {"name", "format", "width", "height", "length", "sha256"}
     assert "importance_key" not in doc and "created_at" not in doc
     assert not any(s in GOLDEN.read_text() for s in ("s3://", "file://", "parquet", "versions/"))
+
+
+def test_an_earlier_minor_version_is_read_and_what_it_lacks_is_empty():
+    earlier = PhoneManifest.from_wire(EARLIER.read_bytes())
+    assert earlier.schema_version == "1.0" and earlier.images == [] and earlier.context_object("prompt_embeds")
+    assert earlier.shards == stored_manifest().for_phone().shards
+
+
+def test_an_image_is_a_source_object_and_shares_their_names():
+    phone = stored_manifest().for_phone()
+    assert phone.source_object("template_image").format == "jpeg"
+    doc = json.loads(phone.to_json())
+    doc["images"][0]["name"] = "prompt_embeds"
+    with pytest.raises(ManifestError, match="listed twice"):
+        PhoneManifest.from_wire(json.dumps(doc).encode())
+    doc["images"][0].update(name="template_image", format="png")
+    with pytest.raises(ManifestError, match="format"):
+        PhoneManifest.from_wire(json.dumps(doc).encode())
 
 
 def test_the_wire_is_a_zstd_frame_of_the_json_and_both_are_read():

@@ -1,6 +1,7 @@
-"""Context objects (e.g. prompt embeddings) and source objects (what a phone computes template
-KV from) are served like shard payloads: immutable, checked against the manifest's sha256, with
-ETags, Ranges and redirects; unknown names are 404."""
+"""Context objects (e.g. prompt embeddings), source objects (what a phone computes template KV
+from) and the template's image (what a phone makes the source from) are served like shard
+payloads: immutable, checked against the manifest's sha256, with ETags, Ranges and redirects;
+unknown names are 404."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from fastapi.testclient import TestClient
 from sakura.platform import http_api, layout
 from sakura.platform.context import decode_context, encode_context
 from sakura.platform.manifest import Manifest
+from sakura.platform.template_image import TEMPLATE_IMAGE, decode_published, publish_image
 from sakura.serve.api import create_api
 from sakura.serve.config import ServeConfig
 
 EMBEDS = np.arange(32 * 6, dtype=np.float32).reshape(32, 6) / 7.0
 LATENTS = np.arange(16 * 4, dtype=np.float32).reshape(16, 4) / 3.0
+IMAGE = np.linspace(0.0, 1.0, 16 * 16 * 3, dtype=np.float32).reshape(16, 16, 3)
 
 
 def _entry(library_dir, name: str, array: np.ndarray) -> dict:
@@ -36,6 +39,11 @@ def library(library_dir):
     doc = json.loads(manifest_file.read_bytes())
     doc["context"] = [_entry(library_dir, "prompt_embeds", EMBEDS)]
     doc["source"] = [_entry(library_dir, "reference_latents", LATENTS)]
+    jpeg = publish_image(IMAGE)[0]
+    key = layout.image_key("tpl", 2, TEMPLATE_IMAGE)
+    (library_dir / key).write_bytes(jpeg)
+    doc["images"] = [{"name": TEMPLATE_IMAGE, "key": key, "format": "jpeg", "width": 16, "height": 16,
+                      "length": len(jpeg), "sha256": hashlib.sha256(jpeg).hexdigest()}]
     manifest_file.write_bytes(Manifest.model_validate(doc).to_bytes())
     return library_dir
 
@@ -83,6 +91,21 @@ def test_a_source_object_is_served_like_a_context_object_and_the_kinds_never_mix
         missing = client.get(path)
         assert missing.status_code == 404 and missing.json()["code"] == code, path
     assert client.get(http_api.source_path("tpl", 1, "reference_latents")).status_code == 404
+
+
+def test_the_template_image_is_a_source_object_and_a_preamble_bundles_it_when_asked(library):
+    client = TestClient(create_api(ServeConfig(store=f"file://{library}", alias_ttl_s=0)))
+    entry = client.get(http_api.manifest_path("tpl", 2)).json()["images"][0]
+    r = client.get(http_api.source_path("tpl", 2, TEMPLATE_IMAGE))
+    assert r.status_code == 200 and r.headers["etag"] == f'"{entry["sha256"]}"' and "key" not in entry
+    assert np.array_equal(decode_published(r.content, 16, 16), publish_image(IMAGE)[1])
+    assert client.get(http_api.context_path("tpl", 2, TEMPLATE_IMAGE)).json()["code"] == "unknown_context"
+    manifest = client.get(http_api.manifest_path("tpl", 2), headers={"Accept-Encoding": "zstd"}).content
+    r = client.get(http_api.preamble_path("tpl", 2, source=False, context=False, images=True))
+    assert r.url.query == b"context=0&images=1" and r.content == manifest + publish_image(IMAGE)[0]
+    (library / layout.image_key("tpl", 2, TEMPLATE_IMAGE)).write_bytes(b"\xff\xd8\xff" + b"\0" * (entry["length"] - 3))
+    fresh = TestClient(create_api(ServeConfig(store=f"file://{library}")))  # nothing in its memory tier
+    assert fresh.get(http_api.source_path("tpl", 2, TEMPLATE_IMAGE)).json()["code"] == "shard_corrupt"
 
 
 def test_redirect_mode_sends_a_source_request_to_the_object_with_its_range(library):

@@ -175,6 +175,12 @@ class ModelAdapter(abc.ABC):
         Empty for families that cannot compute template KV on the phone."""
         return {}
 
+    def source_from_image(self, image: np.ndarray) -> dict[str, np.ndarray]:
+        """:meth:`template_source` of a template with ``image`` (HxWx3 in [0, 1]), made with this
+        adapter's own image codec (a phone's VAE): from the template's published image
+        (:mod:`sakura.platform.template_image`) the phone makes the source itself."""
+        raise ModelError(f"{self.name}: the {self.family or 'this'} family cannot compute template KV on the device")
+
     def source_limits(self) -> dict[str, tuple[int, ...]]:
         """The source objects :meth:`iter_template_kv` takes and the largest shape of each (what a
         client checks a server's manifest against)."""

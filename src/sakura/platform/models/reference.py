@@ -64,7 +64,10 @@ class ReferenceAdapter(DenoisingAdapter):
     # -- computing template KV on the phone ------------------------------------------------
     def template_source(self, template: Template) -> dict[str, np.ndarray]:
         """The template image's cells: the phone embeds them itself (the task comes from the manifest)."""
-        return {TEMPLATE_CELLS: self._template_input(template)[0][0].numpy().astype(np.float32)}
+        return self.source_from_image(template.image)
+
+    def source_from_image(self, image: np.ndarray) -> dict[str, np.ndarray]:
+        return {TEMPLATE_CELLS: self._image_latent(image, template=True)[0].numpy().astype(np.float32)}
 
     def source_limits(self) -> dict[str, tuple[int, ...]]:
         return {TEMPLATE_CELLS: (self.codec.grid**2, self.codec.channels)}

@@ -19,6 +19,7 @@ from sakura.platform.images import fit_image, load_image
 from sakura.platform.kv import TemplateKV
 from sakura.platform.models import EditRequest, Schedule, Template, load_model
 from sakura.platform.models.pipelines.klein import REFERENCE_IDS, REFERENCE_LATENTS
+from sakura.platform.template_image import decode_published, publish_image
 from tests.helpers import WITHOUT_TRANSFORMERS
 
 SCHEDULE = Schedule(steps=2, strength=0.8)
@@ -55,6 +56,17 @@ def test_the_phone_computes_the_published_kv_bit_for_bit_and_mixes_it(klein, pho
     assert torch.equal(phone.replay(mixed, template.prompt, request, SCHEDULE, context=context),
                        phone.replay(kv, template.prompt, request, SCHEDULE, context=context))
     assert not _worker_threads()
+
+
+def test_the_phone_vae_makes_the_published_source_from_the_published_jpeg(klein, phone):
+    """A phone without the pipeline makes, from the template's JPEG, the bits the cloud's stock
+    ``prepare_image_latents`` makes from the same decoded pixels."""
+    jpeg, pixels = publish_image(fit_image(load_image("skimage:brick"), klein.resolution))
+    cloud = klein.template_source(Template(pixels, "a brick wall texture"))
+    here = phone.source_from_image(decode_published(jpeg, klein.resolution, klein.resolution))
+    assert set(here) == set(cloud) == {REFERENCE_LATENTS, REFERENCE_IDS}
+    for name in cloud:
+        assert here[name].dtype == cloud[name].dtype and np.array_equal(here[name], cloud[name]), name
 
 
 def test_stopping_abandons_the_forward_and_replay_may_run_between_blocks(phone, published):

@@ -29,6 +29,13 @@ def latent_ids(latents: torch.Tensor) -> torch.Tensor:
     return ids.unsqueeze(0).expand(batch, -1, -1)
 
 
+def reference_ids(latents: torch.Tensor) -> torch.Tensor:
+    """``_prepare_image_ids`` for one reference image: (T, H, W, L) with T = 10 (its ``scale``)."""
+    _, _, height, width = latents.shape
+    ids = torch.cartesian_prod(torch.tensor([10]), torch.arange(height), torch.arange(width), torch.arange(1))
+    return ids.unsqueeze(0)
+
+
 def text_ids(embeds: torch.Tensor) -> torch.Tensor:
     """``_prepare_text_ids``: (0, 0, 0, l) for each of the L prompt tokens."""
     batch, length, _ = embeds.shape

@@ -194,9 +194,19 @@ class KleinAdapter(ModelAdapter):
         return self._run(template, request, schedule, None, {})[0]
 
     def template_source(self, template: Template) -> dict[str, np.ndarray]:
-        """The reference latents and ids (the VAE runs once, in the cloud)."""
+        """The reference latents and ids, as the stock pipeline prepares them (``prepare_image_latents``)."""
         latents, ids = self.reference_latents(template)
         return {REFERENCE_LATENTS: latents[0].float().numpy(), REFERENCE_IDS: ids[0].float().numpy()}
+
+    def source_from_image(self, image: np.ndarray) -> dict[str, np.ndarray]:
+        """:meth:`template_source` with the phone's VAE: ``prepare_image_latents`` for one image
+        (mirrored by :mod:`flux2_latents`; the same bits on the same machine, which the tests check)."""
+        res = self.resolution
+        pixels = self.image_processor.preprocess(self._pil(image), height=res, width=res, resize_mode="crop")
+        with torch.inference_mode():
+            latents = latents_of.encode_image(self.vae, pixels.to(self.vae.dtype))
+        ids = latents_of.reference_ids(latents)
+        return {REFERENCE_LATENTS: latents_of.pack(latents)[0].float().numpy(), REFERENCE_IDS: ids[0].float().numpy()}
 
     def source_limits(self) -> dict[str, tuple[int, ...]]:
         tokens = self._grid() ** 2
@@ -339,9 +349,12 @@ class KleinAdapter(ModelAdapter):
 
     def reference_image(self, template: Template) -> Any:
         """The template's image as the PIL image the stock pipeline would be handed."""
+        return self._pil(template.image)
+
+    def _pil(self, image: np.ndarray) -> Any:
         from PIL import Image
 
-        pixels = (np.clip(to_unit_image(template.image), 0.0, 1.0) * 255.0).round().astype(np.uint8)
+        pixels = (np.clip(to_unit_image(image), 0.0, 1.0) * 255.0).round().astype(np.uint8)
         if pixels.shape[:2] != (self.resolution, self.resolution):
             raise ModelError(f"{self.name}: the reference image is {pixels.shape[1]}x{pixels.shape[0]}, the model "
                              f"takes {self.resolution}x{self.resolution}")
