@@ -4,8 +4,8 @@ how long decoding a shard takes. Deadlines for the level policy come from here.
 It learns from every edit (and live, during one): each measured gap between consuming shard
 ``i`` and asking for shard ``i + 1`` updates an exponentially weighted average per model and
 shard position; each decode updates a per-level seconds-per-byte average; each block of template
-KV the phone computes itself updates that block's average, and each prompt it encodes itself the
-encoder's. Before any measurement it predicts
+KV the phone computes itself updates that block's average, and each preparation it does itself
+(a prompt encoded, the template's source made from its image) that preparation's. Before any measurement it predicts
 zero compute between shards (every shard is due at once), which makes policies pick small
 levels. Until the phone has computed a block of template KV, it takes one for the median compute
 between two shards (an estimate: one block of the reference tokens costs about what one block of
@@ -20,6 +20,9 @@ from collections import defaultdict
 
 from sakura.edge_client.errors import ConfigError
 
+#: What the phone may prepare itself (:meth:`ComputeModel.observe_prepare`).
+PROMPT, SOURCE = "prompt", "source"
+
 
 class ComputeModel:
     def __init__(self, alpha: float = 0.5) -> None:
@@ -30,7 +33,7 @@ class ComputeModel:
         self._gaps: dict[str, dict[int, float]] = defaultdict(dict)
         self._decode: dict[str, float] = {}
         self._template: dict[str, dict[int, float]] = defaultdict(dict)
-        self._prompt: dict[str, float] = {}
+        self._prepare: dict[tuple[str, str], float] = {}
         self._lock = threading.Lock()
 
     def _blend(self, old: float | None, new: float) -> float:
@@ -58,16 +61,18 @@ class ComputeModel:
             blocks = self._template[model]
             blocks[index] = self._blend(blocks.get(index), max(0.0, seconds))
 
-    def observe_prompt(self, model: str, seconds: float) -> None:
-        """The phone encoded a template's prompt with its own text encoder in ``seconds``."""
+    def observe_prepare(self, model: str, what: str, seconds: float) -> None:
+        """The phone prepared ``what`` for an edit itself in ``seconds`` (:data:`PROMPT`: encoded a
+        template's prompt with its own text encoder; :data:`SOURCE`: made the template's source
+        from its image with its own image codec)."""
         with self._lock:
-            self._prompt[model] = self._blend(self._prompt.get(model), max(0.0, seconds))
+            self._prepare[model, what] = self._blend(self._prepare.get((model, what)), max(0.0, seconds))
 
     # -- predicting ----------------------------------------------------------------------
-    def prompt_s(self, model: str) -> float | None:
-        """Predicted seconds to encode a prompt on the phone; None until it has done so."""
+    def prepare_s(self, model: str, what: str) -> float | None:
+        """Predicted seconds to prepare ``what`` on the phone; None until it has done so."""
         with self._lock:
-            return self._prompt.get(model)
+            return self._prepare.get((model, what))
 
     def template_s(self, model: str, shards: int) -> tuple[float, ...]:
         """Predicted seconds to compute each shard's template KV (a block never computed: the mean

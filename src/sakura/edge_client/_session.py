@@ -11,14 +11,14 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from sakura.edge_client._cache import ShardCache
-from sakura.edge_client._compute_model import ComputeModel
+from sakura.edge_client._compute_model import PROMPT, SOURCE, ComputeModel
 from sakura.edge_client._fetcher import ShardFetcher
 from sakura.edge_client._first_shard import FirstShard
 from sakura.edge_client._pipeline import EditPipeline
@@ -37,9 +37,18 @@ from sakura.platform import http_api, layout
 from sakura.platform.context import decode_context
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import fit_image
-from sakura.platform.manifest import MAX_MANIFEST_BYTES, ManifestError, PhoneManifest, PhoneModel, PhoneObject
+from sakura.platform.kv import KVPair, ShardKey
+from sakura.platform.manifest import (
+    MAX_MANIFEST_BYTES,
+    ManifestError,
+    PhoneImage,
+    PhoneManifest,
+    PhoneModel,
+    PhoneObject,
+)
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_named_model
 from sakura.platform.retry import RetryPolicy
+from sakura.platform.template_image import TEMPLATE_IMAGE, decode_published
 
 DEFAULT_CACHE_BUDGET = 256 << 20
 
@@ -137,19 +146,19 @@ class EdgeSession:
 
     @raises_edge_errors
     def preamble(self, template: str, version: int | str = "latest", *, source: bool = False, context: bool = True,
-                 cancel: threading.Event | None = None) -> tuple[PhoneManifest, dict[str, bytes]]:
+                 images: bool = False, cancel: threading.Event | None = None) -> tuple[PhoneManifest, dict[str, bytes]]:
         """The manifest and the encoded context (unless not ``context``) and source (with
-        ``source``) objects the server bundled with it, in one round trip
-        (:data:`~sakura.platform.http_api.PREAMBLE`); the
-        objects are still unverified (:meth:`context` and :meth:`source` check them). A manifest
-        this phone has cached comes without a request, and without objects."""
+        ``source``) objects and images (with ``images``) the server bundled with it, in one round
+        trip (:data:`~sakura.platform.http_api.PREAMBLE`); the objects are still unverified
+        (:meth:`context` and :meth:`source` check them). A manifest this phone has cached comes
+        without a request, and without objects."""
         number = self._cached_version(template, version)
         if number is not None:
             return self.manifest(template, number, cancel=cancel), {}
         number = layout.version_ref(version)
         started = time.monotonic()
         path = http_api.preamble_path(template, number if number is not None else version, source=source,
-                                      context=context)
+                                      context=context, images=images)
         reply = self.transport.get(path, cancel=cancel, limit=MAX_MANIFEST_BYTES + http_api.MAX_BUNDLED_BYTES)
         if reply.first_byte_at is not None:  # the round trip the shard requests will lead by
             self.estimator.observe_rtt(reply.first_byte_at - started)
@@ -160,7 +169,7 @@ class EdgeSession:
             self.cache.write_manifest(template, manifest.version, reply.body[:head])
         if reply.headers.get(http_api.PREAMBLE_BUNDLED.lower()) != "1":
             return manifest, {}
-        objects = _split_objects(manifest, reply.body[head:], source, context)
+        objects = _split_objects(manifest, reply.body[head:], source, context, images)
         if objects:  # the same link as the shards (as when the objects came one by one)
             self.estimator.observe(len(reply.body), max(time.monotonic() - started - self.estimator.rtt_s, 1e-6))
         return manifest, objects
@@ -189,31 +198,59 @@ class EdgeSession:
         have = [f"context/{e.name}" in bundled or (self.cache is not None and self.cache.has_object(
             manifest.template_id, manifest.version, e.name)) for e in entries]
         if (self.encode_prompts and entries and not all(have) and adapter.encodes_prompt
-                and encode_on_phone(sum(e.length for e in entries), self.compute_model.prompt_s(model),
+                and encode_on_phone(sum(e.length for e in entries), self.compute_model.prepare_s(model, PROMPT),
                                     self.estimator.estimate(), self.estimator.rtt_s)):
             started = time.monotonic()
             context = adapter.prompt_context(manifest.prompt)
             encode_s = time.monotonic() - started
-            self.compute_model.observe_prompt(model, encode_s)
+            self.compute_model.observe_prepare(model, PROMPT, encode_s)
             return context, encode_s
         return self.context(manifest, cancel=cancel, bundled=bundled), 0.0
 
     def _objects(self, manifest: PhoneManifest, kind: str, path_of: Callable[[str, int, str], str],
                  cancel: threading.Event | None, bundled: dict[str, bytes]) -> dict[str, np.ndarray]:
-        out = {}
-        template, version = manifest.template_id, manifest.version
-        for entry in getattr(manifest, kind):
-            data = None if self.cache is None else self.cache.read_object(template, version, entry.name, entry.sha256)
-            if data is None:
-                data = bundled.get(f"{kind}/{entry.name}")
-                if data is None or hashlib.sha256(data).hexdigest() != entry.sha256:  # not bundled, or damaged
-                    data = self._download_object(path_of(template, version, entry.name), entry, cancel)
-                if self.cache is not None:
-                    self.cache.write_object(template, version, entry.name, data)
-            out[entry.name] = decode_context(data, tuple(entry.shape), entry.dtype)
-        return out
+        return {entry.name: decode_context(self._object_bytes(manifest, kind, entry, path_of, cancel, bundled),
+                                           tuple(entry.shape), entry.dtype)
+                for entry in getattr(manifest, kind)}
 
-    def _download_object(self, path: str, entry: PhoneObject, cancel: threading.Event | None) -> bytes:
+    def _object_bytes(self, manifest: PhoneManifest, kind: str, entry: PhoneObject | PhoneImage,
+                      path_of: Callable[[str, int, str], str], cancel: threading.Event | None,
+                      bundled: dict[str, bytes]) -> bytes:
+        """An object's verified bytes: kept on the phone, bundled with the manifest, else downloaded (and kept)."""
+        template, version = manifest.template_id, manifest.version
+        data = None if self.cache is None else self.cache.read_object(template, version, entry.name, entry.sha256)
+        if data is None:
+            data = bundled.get(f"{kind}/{entry.name}")
+            if data is None or hashlib.sha256(data).hexdigest() != entry.sha256:  # not bundled, or damaged
+                data = self._download_object(path_of(template, version, entry.name), entry, cancel)
+            if self.cache is not None:
+                self.cache.write_object(template, version, entry.name, data)
+        return data
+
+    def _template_source(self, manifest: PhoneManifest, adapter: ModelAdapter, cancel: threading.Event | None,
+                         bundled: dict[str, bytes]) -> tuple[Callable[[], dict[str, np.ndarray]], float]:
+        """What makes the template's source when the phone first computes a block: the source
+        objects when they are kept here already or the version has no image; else the template's
+        JPEG (kept, bundled or fetched now), which the model's own image codec turns into the
+        source then, on the compute stage (a fraction of a second on the phone, a fourth to a
+        sixth of the objects' bytes). With the seconds that is predicted to take."""
+        image = next((e for e in manifest.images if e.name == TEMPLATE_IMAGE), None)
+        kept = self.cache is not None and bool(manifest.source) and all(
+            self.cache.has_object(manifest.template_id, manifest.version, e.name) for e in manifest.source)
+        if image is None or kept:
+            source = self.source(manifest, cancel=cancel, bundled=bundled)
+            return lambda: source, 0.0
+        data = self._object_bytes(manifest, "source", image, http_api.source_path, cancel, bundled)
+
+        def from_image() -> dict[str, np.ndarray]:
+            started = time.monotonic()
+            source = adapter.source_from_image(decode_published(data, image.width, image.height))
+            self.compute_model.observe_prepare(manifest.model.name, SOURCE, time.monotonic() - started)
+            return source
+
+        return from_image, self.compute_model.prepare_s(manifest.model.name, SOURCE) or 0.0
+
+    def _download_object(self, path: str, entry: PhoneObject | PhoneImage, cancel: threading.Event | None) -> bytes:
         got = self.transport.download(path, sha256=entry.sha256, length=entry.length, cancel=cancel)
         # the same link as the shards: a phone that computed everything last time still learns its rate
         busy = max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
@@ -251,7 +288,7 @@ class EdgeSession:
         first = self._first_shard(chosen, template, version, clock)
         try:
             computes = getattr(chosen, "computes", False)
-            manifest, bundled = self.preamble(template, version, source=computes, context=not self.encode_prompts,
+            manifest, bundled = self.preamble(template, version, images=computes, context=not self.encode_prompts,
                                               cancel=cancel)
             preamble_s = clock()
             adapter = self.model_for(manifest.model)
@@ -306,12 +343,17 @@ class EdgeSession:
                            context: dict[str, np.ndarray], schedule: Schedule, cancel: threading.Event | None,
                            bundled: dict[str, bytes]) -> TemplateComputer | None:
         """The phone's own template KV, when the policy may compute and the model and template allow."""
-        if not (getattr(policy, "computes", False) and adapter.computes_template and manifest.source):
+        if not (getattr(policy, "computes", False) and adapter.computes_template
+                and (manifest.source or manifest.images)):
             return None
-        source = self.source(manifest, cancel=cancel, bundled=bundled)
-        blocks = adapter.iter_template_kv(source, context=context, task=manifest.task, schedule=schedule)
+        make_source, prepare_s = self._template_source(manifest, adapter, cancel, bundled)
+
+        def blocks() -> Iterator[tuple[ShardKey, KVPair]]:
+            return adapter.iter_template_kv(make_source(), context=context, task=manifest.task, schedule=schedule)
+
         return TemplateComputer(blocks, [s.key for s in manifest.shards], self.compute_model, manifest.model.name,
-                                pace=self.device.after_template if self.device is not None else None)
+                                pace=self.device.after_template if self.device is not None else None,
+                                prepare_s=prepare_s)
 
 
 
@@ -325,10 +367,12 @@ def _manifest_length(header: str | None, body_length: int) -> int:
     return length
 
 
-def _split_objects(manifest: PhoneManifest, rest: bytes, source: bool, context: bool) -> dict[str, bytes]:
-    """The bundled objects as ``kind/name``, sliced by the manifest's lengths; the bytes must add up exactly."""
+def _split_objects(manifest: PhoneManifest, rest: bytes, source: bool, context: bool,
+                   images: bool) -> dict[str, bytes]:
+    """The bundled objects as ``kind/name`` (images are source objects), sliced by the manifest's
+    lengths; the bytes must add up exactly."""
     entries = ([("context", e) for e in (manifest.context if context else [])]
-               + [("source", e) for e in (manifest.source if source else [])])
+               + [("source", e) for e in [*(manifest.source if source else []), *(manifest.images if images else [])]])
     listed = sum(e.length for _, e in entries)
     if listed != len(rest):
         raise ManifestError(f"preamble response carries {len(rest)} bytes of objects; the manifest lists {listed}")

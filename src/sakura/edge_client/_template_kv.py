@@ -17,14 +17,27 @@ from sakura.platform.kv import KVPair, ShardKey
 
 
 class TemplateComputer:
-    """``blocks`` is the adapter's ``iter_template_kv`` generator for this template."""
+    """``start`` makes the adapter's ``iter_template_kv`` generator for this template, when the
+    first block is asked for: it may prepare the source first (from the template's image), on the
+    compute stage, while the link fetches."""
 
-    def __init__(self, blocks: Iterator[tuple[ShardKey, KVPair]], keys: list[ShardKey], compute_model: ComputeModel,
-                 model: str, pace: Callable[[float], None] | None = None) -> None:
-        """``pace``: the device hook told each block's seconds (an emulated slower phone sleeps there)."""
-        self._blocks, self._keys, self._pace = blocks, keys, pace
+    def __init__(self, start: Callable[[], Iterator[tuple[ShardKey, KVPair]]], keys: list[ShardKey],
+                 compute_model: ComputeModel, model: str, pace: Callable[[float], None] | None = None,
+                 prepare_s: float = 0.0) -> None:
+        """``pace``: the device hook told each block's seconds (an emulated slower phone sleeps
+        there). ``prepare_s``: the predicted seconds ``start`` takes (the planner adds them to the
+        first block until it has run)."""
+        self._start, self._keys, self._pace, self._prepare_s = start, keys, pace, prepare_s
+        self._blocks: Iterator[tuple[ShardKey, KVPair]] | None = None
         self.compute_model, self.model = compute_model, model
         self.frontier = 0
+
+    def block_costs(self, known: tuple[float, ...]) -> tuple[float, ...]:
+        """Each block's predicted seconds from the compute model's ``known``, with the preparation
+        still to come added to the frontier's."""
+        if not known or self._blocks is not None or not self._prepare_s:
+            return known
+        return (*known[:self.frontier], known[self.frontier] + self._prepare_s, *known[self.frontier + 1:])
 
     def reaches(self, index: int) -> bool:
         """Whether shard ``index`` is the next block of the pass (every shard before it was computed)."""
@@ -32,12 +45,14 @@ class TemplateComputer:
 
     def cost_s(self, index: int, known: tuple[float, ...]) -> float:
         """Predicted seconds to compute shard ``index``: every block from the frontier up to it."""
-        return sum(known[self.frontier:index + 1])
+        return sum(self.block_costs(known)[self.frontier:index + 1])
 
     def compute(self, index: int) -> KVPair:
         """Shard ``index``'s KV, computed here (the pass runs on from the frontier to it)."""
         if index < self.frontier:
             raise ModelError(f"template KV is computed bottom-up: block {index} asked with {self.frontier} passed")
+        if self._blocks is None:
+            self._blocks = self._start()
         while True:
             started = time.perf_counter()
             key, pair = next(self._blocks)
@@ -53,6 +68,6 @@ class TemplateComputer:
                 return pair
 
     def close(self) -> None:
-        close = getattr(self._blocks, "close", None)
+        close = getattr(self._blocks, "close", None) if self._blocks is not None else None
         if close is not None:
             close()

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from sakura.platform.codec import max_payload_bytes
 from sakura.platform.context import max_encoded_bytes
 from sakura.platform.kv import KVGeometry
-from sakura.platform.manifest import ManifestError, PhoneManifest, PhoneObject
+from sakura.platform.manifest import ManifestError, PhoneImage, PhoneManifest, PhoneObject
 from sakura.platform.models import ModelAdapter
+from sakura.platform.template_image import max_jpeg_bytes
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,20 @@ def accept_manifest(manifest: PhoneManifest, adapter: ModelAdapter, *, max_steps
                                     f"no valid payload of shape {geometry.shape} exceeds {limit}")
     _check_objects(manifest.context, adapter.context_limits(), f"{where}: context object")
     _check_objects(manifest.source, adapter.source_limits(), f"{where}: source object")
+    if adapter.computes_template:
+        _check_images(manifest.images, adapter.resolution, f"{where}: image")
     return ShardLimits(geometry, limit)
+
+
+def _check_images(entries: list[PhoneImage], resolution: int, what: str) -> None:
+    """The template's images are of the model's size, each length bounded."""
+    for entry in entries:
+        if (entry.width, entry.height) != (resolution, resolution):
+            raise ManifestError(f"{what} {entry.name!r} is {entry.width}x{entry.height}; "
+                                f"the model takes {resolution}x{resolution}")
+        if entry.length > max_jpeg_bytes(entry.width, entry.height):
+            raise ManifestError(f"{what} {entry.name!r} claims {entry.length} bytes, more than a "
+                                f"{entry.width}x{entry.height} JPEG may have")
 
 
 def _check_objects(entries: list[PhoneObject], limits: dict[str, tuple[int, ...]], what: str) -> None:

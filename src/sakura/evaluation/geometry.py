@@ -21,6 +21,7 @@ from sakura.platform.codec import decode_shard
 from sakura.platform.kv import KVPair, ShardKey, TemplateKV
 from sakura.platform.manifest import Manifest
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template
+from sakura.platform.template_image import publish_image
 
 TOKEN_RATIOS = (1, 2, 4)
 
@@ -53,6 +54,9 @@ class EditGeometry:
     source_bytes: int = 0  # the template's image and prompt: what the stock pipeline downloads
     context_bytes: int = 0  # SAKURA's context objects (prompt embeddings), fetched with the manifest
     prepared_bytes: int = 0  # prompt embeddings + reference latents: what on-device-prepared downloads
+    #: The template's published JPEG: SAKURA's hybrid fetches it and makes the source (the reference
+    #: latents) from it on the phone in ``reference_encode_s``; 0: it fetches the source objects.
+    image_bytes: int = 0
 
     @property
     def shards(self) -> int:
@@ -193,22 +197,16 @@ def measure_geometry(
         kv_itemsize=exact[keys[0]].k.dtype.itemsize,
         kv_cached=kv_cached, reference_pass_s=one_pass, shard_compute_s=[one_pass / per_step] * len(keys),
         source_bytes=template_source_bytes(template), context_bytes=sum(c.length for c in manifest.context),
+        image_bytes=sum(i.length for i in manifest.images),
         prepared_bytes=sum(c.length for c in [*manifest.context, *manifest.source]) if manifest.source
         else sum(c.length for c in manifest.context) + template_source_bytes(template))
     return geometry, decoded
 
 
 def template_source_bytes(template: Template) -> int:
-    """What the stock pipeline downloads: the template's image as a JPEG (quality 90: an estimate of
-    how an app ships one) and its prompt."""
-    from io import BytesIO
-
-    from PIL import Image
-
-    pixels = np.clip(np.asarray(template.image, dtype=np.float32) * 255, 0, 255).astype(np.uint8)
-    out = BytesIO()
-    Image.fromarray(pixels).convert("RGB").save(out, format="JPEG", quality=90)
-    return out.tell() + len(template.prompt.encode())
+    """What the stock pipeline downloads: the template's image as the JPEG the cloud publishes
+    (:mod:`sakura.platform.template_image`, quality 90: an estimate of how an app ships one) and its prompt."""
+    return len(publish_image(template.image)[0]) + len(template.prompt.encode())
 
 
 def _compute_profile(adapter, kv, prompt, request, schedule, repeats) -> tuple[float, list[float]]:

@@ -31,10 +31,11 @@ pipeline keeps.
 Every system starts from the same state of the phone. *Cold* (the default): nothing of the
 template is there; each fetches what it needs over the same link, one request a round trip
 (SAKURA and CacheGen: one preamble response with the manifest and the context objects, then the
-KV; the hybrid's preamble also carries the template's source, and CacheGen's its reference latents
+KV; the hybrid's preamble also carries the template's image, which the phone makes the source from
+(``reference_encode_s``) when it first computes a block, and CacheGen's its reference latents
 its text fallback computes from; the on-device systems: the template's image and prompt, or the
-prepared objects). *Warm*: the manifest and context objects
-are on the phone from an earlier edit, the KV is not.
+prepared objects). *Warm*: the manifest and context objects (and the hybrid's image) are on the
+phone from an earlier edit, the KV is not.
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ class EditSimulator:
         self._timers: dict[int, float | None] = {}
         self._rates: dict[int, float | None] = {}  # the rate each request expected
         self._frontier = 0  # blocks of the template pass the phone has computed through
+        #: The source still to be made from the template's image before the first computed block:
+        #: (its seconds, the seconds the phone predicts for it), both 0 once made or when none.
+        self._prepare = (0.0, 0.0)
 
     # -- the link ------------------------------------------------------------------------
     def transfer(self, at: float, nbytes: int) -> float:
@@ -137,6 +141,7 @@ class EditSimulator:
         self._timers.clear()
         self._rates.clear()
         self._frontier = 0
+        self._prepare = (0.0, 0.0)
         if system == "sakura":
             return self.pipelined(HybridPolicy(), system)
         if system == "sakura-own-encoder":
@@ -184,6 +189,8 @@ class EditSimulator:
         est = self.primed_estimator()
         own_encoder = own_encoder and self.g.context_bytes > 0
         objects = (0 if own_encoder else self.g.context_bytes) + (self.hybrid_source_bytes if hybrid else 0)
+        if hybrid and self.g.image_bytes:  # the live session has measured it once it has computed before
+            self._prepare = (self.g.reference_encode_s, 0.0 if self.cold else self.g.reference_encode_s)
         t = self.preamble_done(objects)
         if objects and not self.warm_template:  # the live client learns the link from a preamble with objects
             est.observe(self.g.manifest_bytes + objects, max(t - self.rtt, 1e-6))
@@ -289,8 +296,10 @@ class EditSimulator:
 
     @property
     def hybrid_source_bytes(self) -> int:
-        """The template's source the hybrid fetches with the context objects (the reference latents)."""
-        return max(0, self.g.prepared_bytes - self.g.context_bytes)
+        """What the hybrid fetches with the context objects to compute from: the template's image
+        (the live session makes the source from it on the compute stage), else the source objects
+        (the reference latents)."""
+        return self.g.image_bytes or max(0, self.g.prepared_bytes - self.g.context_bytes)
 
     def _may_compute(self, i: int, run: _Run) -> bool:
         """Shard ``i`` can still be computed: it starts a pass, or the shard before it is computed
@@ -305,7 +314,10 @@ class EditSimulator:
         """What the phone knows of its template compute: all of it, or (cold) nothing until it computed a block."""
         if self.cold and not any(s.computed for s in done):
             return ()
-        return tuple(self.g.shard_compute_s)
+        known = list(self.g.shard_compute_s)
+        if known and self._prepare[1]:  # the live TemplateComputer.block_costs: the source still to make
+            known[self._frontier] += self._prepare[1]
+        return tuple(known)
 
     def _extend(self, edit: Timeline, shard: ShardTiming, needed: float) -> bool:
         """The live compute stage's rule: at the frontier (every earlier shard of the pass computed),
@@ -350,8 +362,9 @@ class EditSimulator:
             shard.consumed_at = max(available, shard.needed_at)
         else:
             frontier = max(self._frontier, i - i % self.g.shards_per_step)
-            shard.consumed_at = shard.decoded_at = shard.needed_at + sum(self.g.shard_compute_s[frontier:i + 1])
-            self._frontier = i + 1
+            shard.consumed_at = shard.decoded_at = (shard.needed_at + self._prepare[0]
+                                                    + sum(self.g.shard_compute_s[frontier:i + 1]))
+            self._frontier, self._prepare = i + 1, (0.0, 0.0)
         if shard.level != COMPUTE and shard.consumed_at > shard.needed_at:
             edit.stalls.append(Stall(i, shard.needed_at, shard.consumed_at))
         edit.shards.append(shard)

@@ -178,7 +178,8 @@ def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates,
         kv_cached=f.kv_cached, text_encode_s=f.text_encode * sec, reference_encode_s=f.vae_encode_reference * sec,
         reference_pass_s=sum(f.reference) * sec, shard_compute_s=[r * sec for r in f.reference] * per_step,
         source_bytes=source, context_bytes=f.prompt_embed_bytes,
-        prepared_bytes=f.prompt_embed_bytes + f.reference_latent_bytes)
+        prepared_bytes=f.prompt_embed_bytes + f.reference_latent_bytes,
+        image_bytes=source - len(STOCK_PROMPT.encode()))
     geometry.ondevice_s[1] = geometry.ondevice_compute_s("on-device")
     geometry.replay_s[1] = geometry.compute_s
     return geometry

@@ -401,7 +401,7 @@ def test_a_hybrid_edit_gets_manifest_and_source_in_one_round_trip(hostile, refer
     result, _ = attack(hostile, "preamble-genuine", reference_model, tmp_path, policy="hybrid")
     assert isinstance(result, EditResult), result
     paths = [r.path for r in hostile.requests("preamble-genuine")]
-    assert paths[0] == "/v1/templates/portrait/versions/latest/preamble?source=1"
+    assert paths[0] == "/v1/templates/portrait/versions/latest/preamble?images=1"  # the JPEG, not the cells
     assert not any("/source/" in p or "/context/" in p or p.endswith("/manifest") for p in paths), paths
 
 

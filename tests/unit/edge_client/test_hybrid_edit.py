@@ -14,6 +14,7 @@ from sakura.platform.traces import BandwidthTrace
 PHOTO, TEMPLATE = "skimage:coffee", "portrait"
 RTT_S = 0.03
 SHARDS = 6
+SPLIT_MBPS = 0.5
 
 
 def edits(url: str, model: ModelAdapter, trace: BandwidthTrace, device: PacedDevice | None, *,
@@ -77,16 +78,19 @@ def test_the_on_device_policy_computes_every_block_and_fetches_no_shard(api, ref
 
 
 def split_edit(api_url: str, model: ModelAdapter, edit_rate_mbps: float) -> EditResult:
-    """Warm-ups at 1 Mbit/s plan a split (the phone computes the first blocks, the link brings
-    the rest); the edit then starts 0.1 s before the link turns ``edit_rate_mbps``."""
-    trace = BandwidthTrace("step", "test", np.array([0.0, 30.0]), np.array([1.0, edit_rate_mbps]), 3600.0)
+    """Warm-ups at 0.5 Mbit/s plan a split (the phone computes the first blocks, the link brings
+    the rest); the edit then starts 0.1 s before the link turns ``edit_rate_mbps``. At 0.5 Mbit/s
+    the split leaves a block or two more to the phone than its first two (at 1 Mbit/s it left two
+    or three, as the rate a few-kB preamble measures varied, and the second was due before any
+    take-back)."""
+    trace = BandwidthTrace("step", "test", np.array([0.0, 30.0]), np.array([SPLIT_MBPS, edit_rate_mbps]), 3600.0)
     return edits(api_url, model, trace, PacedDevice(0.05, template_s=0.15), at=29.9)
 
 
 def test_when_the_link_proves_faster_than_planned_the_phone_gives_blocks_back_to_it(api, reference_model):
     """Re-planning the other way: the blocks above the split arrive fast, so the fetch stage takes
     the top of the prefix left to the phone back before the phone reaches it."""
-    steady = split_edit(api.url, reference_model, 1.0)
+    steady = split_edit(api.url, reference_model, SPLIT_MBPS)
     faster = split_edit(api.url, reference_model, 200.0)
     taken = [s.index for s in faster.timeline.shards if s.taken_back]
     assert 0 < len(steady.computed), steady.levels  # the plan at 1 Mbit/s leaves blocks to the phone

@@ -59,23 +59,26 @@ def test_second_edit_with_the_same_template_makes_no_shard_request(proxy, refere
 
 
 def test_a_second_edit_starts_warm_its_manifest_and_source_from_the_cache(proxy, reference_model, tmp_path):
-    """The phone keeps the objects a template's edits need (computing its KV takes the source), so
-    a second edit of the version sends no request at all when the phone computes every block; a
-    kept object that no longer verifies is fetched again."""
+    """The phone keeps the objects a template's edits need (computing its KV takes the template's
+    image, which the phone makes the source from), so a second edit of the version sends no
+    request at all when the phone computes every block; a kept object that no longer verifies is
+    fetched again."""
     with EdgeSession(proxy.url, cache_dir=tmp_path, models=lambda _: reference_model) as session:
         session.edit(load_image(PHOTO), "portrait", version=1, policy="on-device")
         manifest = session.manifest("portrait", 1)
-        assert manifest.source and all(session.cache.read_object("portrait", 1, e.name, e.sha256) is not None
-                                       for e in [*manifest.context, *manifest.source])
+        image = manifest.images[0]
+        assert all(session.cache.read_object("portrait", 1, e.name, e.sha256) is not None
+                   for e in [*manifest.context, image])
+        assert not any(session.cache.has_object("portrait", 1, e.name) for e in manifest.source)  # not needed
         start = len(proxy.requests)
         session.edit(load_image("skimage:astronaut"), "portrait", version=1, policy="on-device")
         assert proxy.requests[start:] == []
-        damaged = tmp_path / "portrait" / "1" / f"object-{manifest.source[0].name}.zst"
+        damaged = tmp_path / "portrait" / "1" / f"object-{image.name}.zst"
         damaged.write_bytes(b"\0" * damaged.stat().st_size)
         session.edit(load_image("skimage:astronaut"), "portrait", version=1, policy="on-device")
         refetched = [r.path for r in proxy.requests[start:]]
-        assert session.cache.read_object("portrait", 1, manifest.source[0].name, manifest.source[0].sha256)
-    assert refetched == [f"/v1/templates/portrait/versions/1/source/{manifest.source[0].name}"]
+        assert session.cache.read_object("portrait", 1, image.name, image.sha256)
+    assert refetched == [f"/v1/templates/portrait/versions/1/source/{image.name}"]
 
 
 def test_the_cache_stays_within_budget_and_evicts_the_least_recently_used_template(proxy, reference_model, tmp_path):
@@ -110,12 +113,12 @@ def test_requests_carry_only_template_version_shard_and_level(proxy, reference_m
             session.edit(load_image(photo), "portrait", policy="hybrid", seed=7)  # its preamble asks for the source
             hybrid.extend(proxy.requests[start:])  # which shards it fetches depends on timing, not on the photo
     allowed = re.compile(r"^/v1/templates/[a-z0-9][a-z0-9._-]*/versions/[a-z0-9._-]+/"
-                         r"(manifest|preamble(\?source=1(&context=0)?|\?context=0)?|shards/\d+/[a-z][a-z0-9_-]*"
+                         r"(manifest|preamble(\?(source=1&?)?(context=0&?)?(images=1)?)?|shards/\d+/[a-z][a-z0-9_-]*"
                          r"|(context|source)/[a-z][a-z0-9_]*)$")
     preambles = [r.path.rpartition("/")[2] for r in hybrid if "/preamble" in r.path]
-    assert preambles == ["preamble?source=1", "preamble?source=1&context=0"]
+    assert preambles == ["preamble?images=1", "preamble?context=0&images=1"]
     for recorded in [*sequences, hybrid]:
-        assert any("/source/" in r.path or r.path.endswith("?source=1") for r in recorded)
+        assert any("/source/" in r.path or "images=1" in r.path for r in recorded)
         for r in recorded:
             assert r.method == "GET" and r.body == b"" and allowed.match(r.path), r
             allowed_headers = {"host", "user-agent", "accept-encoding", "range", "if-range"}

@@ -1,5 +1,6 @@
 """Source objects in a manifest are checked against the model on the device, like context
-objects: names it takes, shapes no larger than it takes them, lengths any encoding could have."""
+objects: names it takes, shapes no larger than it takes them, lengths any encoding could have;
+the template's image is of the model's size and no longer than such a JPEG may be."""
 
 from __future__ import annotations
 
@@ -22,7 +23,18 @@ def _with_source(manifest: Manifest, **change) -> Manifest:
 
 def test_the_published_source_is_accepted(manifest, reference_model):
     assert [entry.name for entry in manifest.source] == list(reference_model.source_limits())
+    assert [(i.width, i.height) for i in manifest.images] == [(reference_model.resolution,) * 2]
     accept_manifest(manifest, reference_model)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"width": 64}, "is 64x32"),
+    ({"length": 10**7}, "more than a 32x32 JPEG may have"),
+], ids=["size", "length"])
+def test_an_image_other_than_the_models_is_refused(manifest, reference_model, change, message):
+    image = manifest.images[0].model_copy(update=change)
+    with pytest.raises(ManifestError, match=message):
+        accept_manifest(manifest.model_copy(update={"images": [image]}), reference_model)
 
 
 @pytest.mark.parametrize("change, message", [

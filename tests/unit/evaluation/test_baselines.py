@@ -3,6 +3,8 @@ CacheGen's own rule with its text fallback, and the regime map's crossovers."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -42,6 +44,22 @@ def test_cold_phones_fetch_what_they_need_and_warm_ones_do_not(klein):
     assert cold.preamble_done() == pytest.approx(cold.fetched(0.0, klein.manifest_bytes + klein.context_bytes))
     assert warm.preamble_done() == 0.0
     assert warm.run("sakura").latency_s < cold.run("sakura").latency_s
+
+
+def test_the_hybrid_fetches_the_template_jpeg_and_its_vae_makes_the_source_before_the_first_block(klein):
+    """What the stock pipeline downloads, not the latents: a sixth of their bytes; the VAE runs when
+    the phone first computes a block. The same edit from the latents is the geometry without an image."""
+    latents = klein.prepared_bytes - klein.context_bytes
+    assert 0 < klein.image_bytes < klein.source_bytes and klein.image_bytes * 5 < latents
+    from_latents = replace(klein, image_bytes=0)
+    for g, source in [(klein, klein.image_bytes), (from_latents, latents)]:
+        edit = _sim(g, 0.2).run("sakura")  # so slow a link that the phone computes every block
+        assert all(s.computed for s in edit.shards)
+        assert edit.preamble_bytes == g.manifest_bytes + g.context_bytes + source
+        prepare = g.reference_encode_s if g.image_bytes else 0.0
+        first = edit.shards[0]
+        assert first.consumed_at - first.needed_at == pytest.approx(prepare + g.shard_compute_s[0])
+    assert _sim(klein, 0.2).run("sakura").latency_s < _sim(from_latents, 0.2).run("sakura").latency_s
 
 
 def test_the_uncached_phone_pays_the_reference_pass_at_every_step(klein):
