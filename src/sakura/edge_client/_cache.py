@@ -1,7 +1,8 @@
 """The on-device template cache: encoded shards on disk under a byte budget, evicted LRU by template.
 
 Layout: ``<dir>/<template>/<version>/manifest.json``, ``<dir>/<template>/<version>/<index>.<level>``
-and ``<dir>/<template>/<version>/object-<name>.zst`` (context and source objects, still encoded);
+and ``<dir>/<template>/<version>/object-<name>.zst`` (context and source objects, still encoded,
+and what the phone made itself from them, with its own sha256);
 a template's last use is the mtime of ``<dir>/<template>/.used``. Only the best cached level of a
 shard is kept. Every name is checked against the project's grammars and every path must resolve to
 itself inside the folder (no ``..``, no planted symlink), else :class:`CachePathError`.
@@ -29,6 +30,8 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from sakura.edge_client import _cache_files as files
 from sakura.edge_client._cache_files import MANIFEST, USED, log
@@ -96,6 +99,17 @@ class ShardCache:
         """Keep a verified context or source object: a later edit of the version starts warm."""
         return self._folder.store(self._path(template, version, files.object_name(name)), data, replaces=[])
 
+    def write_made(self, template: str, version: int, name: str, arrays: dict[str, np.ndarray]) -> bool:
+        """Keep arrays the phone made itself for the version (the source its image codec made from
+        the template's image), which no manifest lists a sha256 for: stored with their own."""
+        data = files.pack_arrays(arrays)
+        return self.write_object(template, version, name, hashlib.sha256(data).digest() + data)
+
+    def read_made(self, template: str, version: int, name: str) -> dict[str, np.ndarray] | None:
+        """What :meth:`write_made` kept, if it still matches the sha256 stored with it."""
+        data = self._folder.read(self._path(template, version, files.object_name(name)), _self_checked)
+        return None if data is None else files.unpack_arrays(data)
+
     def write_manifest(self, template: str, version: int, data: bytes) -> bool:
         return self._folder.store(self._path(template, version, MANIFEST), files.frame(data), replaces=[])
 
@@ -124,6 +138,12 @@ class ShardCache:
 def _sha256_is(sha256: str) -> Callable[[bytes], bytes | None]:
     """A read's check: the bytes if their sha256 is the one the manifest lists, else None."""
     return lambda data: data if hashlib.sha256(data).hexdigest() == sha256 else None
+
+
+def _self_checked(data: bytes) -> bytes | None:
+    """A made object's check: its bytes after the sha256 they start with, if it matches."""
+    body = data[32:]
+    return body if len(data) >= 32 and hashlib.sha256(body).digest() == data[:32] else None
 
 
 class _LruByTemplate:

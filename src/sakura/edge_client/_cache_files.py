@@ -1,15 +1,19 @@
 """The shard cache's files: the names it writes, the folder lock, the start-up scan, atomic
-writes and bounded reads. Standard library and :mod:`sakura.platform` only (the phone path)."""
+writes and bounded reads. Standard library, numpy and :mod:`sakura.platform` only (the phone path)."""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import time
 import uuid
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from sakura.platform import layout
 from sakura.platform.ids import validate_template_id
@@ -168,3 +172,19 @@ def _entries(folder: Path, keep: Callable[[os.DirEntry[str]], bool]) -> list[os.
     except OSError as exc:
         log.warning("cache scan skipped %s: %s", folder, exc)
         return []
+
+
+def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
+    """Named arrays as one file (numpy's ``.npz``, uncompressed)."""
+    out = io.BytesIO()
+    np.savez(out, **arrays)
+    return out.getvalue()
+
+
+def unpack_arrays(data: bytes) -> dict[str, np.ndarray] | None:
+    """What :func:`pack_arrays` wrote, or None (never a pickled object); the model checks the shapes."""
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            return {name: arrays[name] for name in arrays.files}
+    except (ValueError, OSError, zipfile.BadZipFile):
+        return None

@@ -51,6 +51,8 @@ from sakura.platform.retry import RetryPolicy
 from sakura.platform.template_image import TEMPLATE_IMAGE, decode_published
 
 DEFAULT_CACHE_BUDGET = 256 << 20
+#: The name the phone keeps the source it made from a version's image under (no adapter's object's).
+MADE_SOURCE = "made_source"
 
 
 @dataclass(frozen=True)
@@ -230,13 +232,18 @@ class EdgeSession:
     def _template_source(self, manifest: PhoneManifest, adapter: ModelAdapter, cancel: threading.Event | None,
                          bundled: dict[str, bytes]) -> tuple[Callable[[], dict[str, np.ndarray]], float]:
         """What makes the template's source when the phone first computes a block: the source
-        objects when they are kept here already or the version has no image; else the template's
-        JPEG (kept, bundled or fetched now), which the model's own image codec turns into the
-        source then, on the compute stage (a fraction of a second on the phone, a fourth to a
-        sixth of the objects' bytes). With the seconds that is predicted to take."""
+        this phone made for the version before, or the source objects when they are kept here
+        already or the version has no image; else the template's JPEG (kept, bundled or fetched
+        now), which the model's own image codec turns into the source then, on the compute stage
+        (a fraction of a second on the phone, for a fourth to a sixth of the objects' bytes), and
+        which the phone keeps. With the seconds that is predicted to take."""
+        template, version = manifest.template_id, manifest.version
         image = next((e for e in manifest.images if e.name == TEMPLATE_IMAGE), None)
+        made = self.cache.read_made(template, version, MADE_SOURCE) if self.cache is not None else None
+        if made is not None:
+            return lambda: made, 0.0
         kept = self.cache is not None and bool(manifest.source) and all(
-            self.cache.has_object(manifest.template_id, manifest.version, e.name) for e in manifest.source)
+            self.cache.has_object(template, version, e.name) for e in manifest.source)
         if image is None or kept:
             source = self.source(manifest, cancel=cancel, bundled=bundled)
             return lambda: source, 0.0
@@ -246,6 +253,8 @@ class EdgeSession:
             started = time.monotonic()
             source = adapter.source_from_image(decode_published(data, image.width, image.height))
             self.compute_model.observe_prepare(manifest.model.name, SOURCE, time.monotonic() - started)
+            if self.cache is not None:  # the next edit of the version starts from it
+                self.cache.write_made(template, version, MADE_SOURCE, source)
             return source
 
         return from_image, self.compute_model.prepare_s(manifest.model.name, SOURCE) or 0.0

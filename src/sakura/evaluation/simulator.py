@@ -34,8 +34,8 @@ template is there; each fetches what it needs over the same link, one request a 
 KV; the hybrid's preamble also carries the template's image, which the phone makes the source from
 (``reference_encode_s``) when it first computes a block, and CacheGen's its reference latents
 its text fallback computes from; the on-device systems: the template's image and prompt, or the
-prepared objects). *Warm*: the manifest and context objects (and the hybrid's image) are on the
-phone from an earlier edit, the KV is not.
+prepared objects). *Warm*: the manifest and context objects (and the source the hybrid made from
+the image) are on the phone from an earlier edit, the KV is not.
 """
 
 from __future__ import annotations
@@ -189,7 +189,8 @@ class EditSimulator:
         est = self.primed_estimator()
         own_encoder = own_encoder and self.g.context_bytes > 0
         objects = (0 if own_encoder else self.g.context_bytes) + (self.hybrid_source_bytes if hybrid else 0)
-        if hybrid and self.g.image_bytes:  # the live session has measured it once it has computed before
+        if hybrid and self.g.image_bytes and not self.warm_template:  # warm, the phone kept the source it made
+            # the live session predicts the time once it has measured it (a phone that computed before)
             self._prepare = (self.g.reference_encode_s, 0.0 if self.cold else self.g.reference_encode_s)
         t = self.preamble_done(objects)
         if objects and not self.warm_template:  # the live client learns the link from a preamble with objects

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import time
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -162,6 +164,23 @@ def test_context_and_source_objects_are_kept_verified_and_survive_a_reopen(tmp_p
     assert again.used_bytes == 80 and again.read_object("tpl", 1, "template_cells", sha(b"c" * 80)) == b"c" * 80
     (tmp_path / "tpl" / "1" / "object-template_cells.zst").write_bytes(b"d" * 80)  # bit rot
     assert again.read_object("tpl", 1, "template_cells", sha(b"c" * 80)) is None and again.used_bytes == 0
+
+
+def test_made_arrays_are_kept_with_their_own_sha256_and_never_unpickled(tmp_path):
+    cache = ShardCache(tmp_path, 100_000)
+    made = {"reference_latents": np.arange(12, dtype=np.float32).reshape(3, 4), "reference_ids": np.ones((3, 4))}
+    assert cache.write_made("tpl", 1, "made_source", made)
+    back = cache.read_made("tpl", 1, "made_source")
+    assert back is not None and set(back) == set(made)
+    assert all(np.array_equal(back[name], made[name]) and back[name].dtype == made[name].dtype for name in made)
+    path = tmp_path / "tpl" / "1" / "object-made_source.zst"
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # bit rot: a miss, and the file is gone
+    assert cache.read_made("tpl", 1, "made_source") is None and not path.exists()
+    pickled = io.BytesIO()
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    assert cache.write_object("tpl", 1, "made_source", hashlib.sha256(pickled.getvalue()).digest() + pickled.getvalue())
+    assert cache.read_made("tpl", 1, "made_source") is None  # checks out, but is no npz of plain arrays
 
 
 def test_objects_outlast_the_shards_of_their_version_and_the_manifest_outlasts_both(tmp_path):

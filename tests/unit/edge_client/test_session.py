@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from sakura.edge_client import EdgeSession
+from sakura.edge_client._session import MADE_SOURCE
 from sakura.edge_client.errors import EdgeError, EditCancelled, ServerError
 from sakura.emulation import TraceLink
 from sakura.evaluation import psnr_db
@@ -60,7 +61,7 @@ def test_second_edit_with_the_same_template_makes_no_shard_request(proxy, refere
 
 def test_a_second_edit_starts_warm_its_manifest_and_source_from_the_cache(proxy, reference_model, tmp_path):
     """The phone keeps the objects a template's edits need (computing its KV takes the template's
-    image, which the phone makes the source from), so a second edit of the version sends no
+    image) and the source it made from the image, so a second edit of the version sends no
     request at all when the phone computes every block; a kept object that no longer verifies is
     fetched again."""
     with EdgeSession(proxy.url, cache_dir=tmp_path, models=lambda _: reference_model) as session:
@@ -70,14 +71,18 @@ def test_a_second_edit_starts_warm_its_manifest_and_source_from_the_cache(proxy,
         assert all(session.cache.read_object("portrait", 1, e.name, e.sha256) is not None
                    for e in [*manifest.context, image])
         assert not any(session.cache.has_object("portrait", 1, e.name) for e in manifest.source)  # not needed
+        made = session.cache.read_made("portrait", 1, MADE_SOURCE)
+        assert made is not None and set(made) == set(reference_model.source_limits())
         start = len(proxy.requests)
         session.edit(load_image("skimage:astronaut"), "portrait", version=1, policy="on-device")
         assert proxy.requests[start:] == []
-        damaged = tmp_path / "portrait" / "1" / f"object-{image.name}.zst"
-        damaged.write_bytes(b"\0" * damaged.stat().st_size)
+        for name in (image.name, MADE_SOURCE):  # the made source no longer verifies: it is made again
+            damaged = tmp_path / "portrait" / "1" / f"object-{name}.zst"
+            damaged.write_bytes(b"\0" * damaged.stat().st_size)
         session.edit(load_image("skimage:astronaut"), "portrait", version=1, policy="on-device")
         refetched = [r.path for r in proxy.requests[start:]]
         assert session.cache.read_object("portrait", 1, image.name, image.sha256)
+        assert session.cache.read_made("portrait", 1, MADE_SOURCE) is not None
     assert refetched == [f"/v1/templates/portrait/versions/1/source/{image.name}"]
 
 
