@@ -188,20 +188,23 @@ def _compare(live: Live, trace: BandwidthTrace, start: float, system: str, geome
            "live_bytes": median.bytes, "sim_bytes": sim.network_bytes,
            "live_gap_rtt": _gap_rtt(median.timeline, live.rtt_s), "sim_gap_rtt": _gap_rtt(sim, live.rtt_s),
            "packet_rtt": _packet_rtt(median.timeline, live.rtt_s),
+           "live_idle_rtt": _gap_rtt(median.timeline, live.rtt_s, PACKET_BYTES),
            "live_shards": _shards(median.timeline), "sim_shards": _shards(sim)}
     print(f"  {row['trace']:48s} {system:20s} live {median.latency_s:7.3f} s  sim {sim.latency_s:7.3f} s  "
           f"({row['error']:+.1%}; calibrated {calibrated.latency_s:.3f} s, {row['error_calibrated']:+.1%})  "
           f"compute {factor:.2f}x  stall live {median.timeline.stall_s:.2f} sim {sim.stall_s:.2f}  "
           f"levels live {_letters(median.levels)} sim {_letters(sim.levels)}  "
           f"idle link between responses {_fmt(row['live_gap_rtt'])} RTT live, {_fmt(row['sim_gap_rtt'])} sim, "
-          f"one packet {_fmt(row['packet_rtt'])}  "
+          f"one packet {_fmt(row['packet_rtt'])}, idle beyond it {_fmt(row['live_idle_rtt'])}  "
           f"(load {load:.2f})", flush=True)
     return row
 
 
-def _gap_rtt(timeline: Timeline, rtt_s: float) -> float | None:
-    """Mean idle link before each response after the preamble, in round trips (None: nothing fetched)."""
-    gaps = timeline.link_gaps()
+def _gap_rtt(timeline: Timeline, rtt_s: float, first_read_bytes: int = 0) -> float | None:
+    """Mean idle link before each response after the preamble, in round trips (None: nothing
+    fetched); with ``first_read_bytes``, less the time that many bytes take at its rate
+    (:meth:`Timeline.link_gaps`)."""
+    gaps = timeline.link_gaps(first_read_bytes)
     return statistics.mean(gaps) / rtt_s if gaps else None
 
 

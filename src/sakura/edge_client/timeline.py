@@ -81,15 +81,18 @@ class Timeline:
     def levels(self) -> list[str]:
         return [s.level for s in self.shards]
 
-    def link_gaps(self) -> list[float]:
+    def link_gaps(self, first_read_bytes: int = 0) -> list[float]:
         """Per fetched shard (not one the phone computed instead), in the order their bytes began:
         how long the link sat idle before its first byte, since the last byte of every response
-        before it (the preamble's included)."""
+        before it (the preamble's included). ``first_read_bytes``: what must cross the link before
+        a response's first byte can be read (a packet); the time those take at the response's own
+        rate is the link busy, not idle, and is left out."""
         latest, gaps = self.preamble_s, []
-        fetched = [(s.first_byte_at, s.arrived_at) for s in self.shards if not s.computed]
-        timed = [(f, a) for f, a in fetched if f is not None and a is not None]
-        for first_byte_at, arrived_at in sorted(timed, key=lambda pair: pair[0]):
-            gaps.append(max(0.0, first_byte_at - latest))
+        timed = [s for s in self.shards if not s.computed and s.first_byte_at is not None and s.arrived_at is not None]
+        for s in sorted(timed, key=lambda shard: shard.first_byte_at):
+            first_byte_at, arrived_at = s.first_byte_at, s.arrived_at
+            rate_s = (arrived_at - first_byte_at) / s.bytes if s.bytes else 0.0  # seconds a byte
+            gaps.append(max(0.0, first_byte_at - latest - first_read_bytes * rate_s))
             latest = max(latest, arrived_at)
         return gaps
 

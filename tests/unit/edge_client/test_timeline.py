@@ -15,3 +15,13 @@ def test_idle_link_is_counted_from_the_last_byte_of_every_response_before():
               ShardTiming(3, first_byte_at=3.25, arrived_at=4.0)]  # 0.25 s after shard 1's last byte
     gaps = Timeline("test", shards, preamble_s=0.5).link_gaps()
     assert gaps == pytest.approx([0.5, 0.0, 0.25])
+
+
+def test_the_time_the_first_packet_takes_on_the_link_is_not_idle():
+    """A response's first byte is read once its first packet has crossed: at 1,500 bytes a second,
+    a 1,500-byte packet keeps the link busy for the first second of the gap."""
+    shards = [ShardTiming(0, bytes=3000, first_byte_at=2.5, arrived_at=4.5),  # 1,500 B/s
+              ShardTiming(1, bytes=1500, first_byte_at=5.0, arrived_at=5.5)]  # 3,000 B/s: its packet took 0.5 s
+    timeline = Timeline("test", shards, preamble_s=0.5)
+    assert timeline.link_gaps() == pytest.approx([2.0, 0.5])
+    assert timeline.link_gaps(first_read_bytes=1500) == pytest.approx([1.0, 0.0])
