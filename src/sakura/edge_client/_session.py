@@ -51,8 +51,9 @@ from sakura.platform.retry import RetryPolicy
 from sakura.platform.template_image import TEMPLATE_IMAGE, decode_published
 
 DEFAULT_CACHE_BUDGET = 256 << 20
-#: The name the phone keeps the source it made from a version's image under (no adapter's object's).
-MADE_SOURCE = "made_source"
+#: The names the phone keeps what it made itself for a version under (no adapter's object's): the
+#: source from the template's image, the context objects from its prompt.
+MADE_SOURCE, MADE_CONTEXT = "made_source", "made_context"
 
 
 @dataclass(frozen=True)
@@ -194,19 +195,26 @@ class EdgeSession:
     def _edit_context(self, manifest: PhoneManifest, adapter: ModelAdapter, cancel: threading.Event | None,
                       bundled: dict[str, bytes]) -> tuple[dict[str, np.ndarray], float]:
         """The context objects an edit replays with, and the seconds spent encoding them here: kept
-        or bundled ones as they are; else, with ``encode_prompts`` and a model that holds its text
-        encoder, the prompt's embeddings computed here when the timing model says so; else fetched."""
+        or bundled ones as they are (the phone keeps what it encoded, like what it fetched); else,
+        with ``encode_prompts`` and a model that holds its text encoder, the prompt's embeddings
+        computed here when the timing model says so; else fetched."""
         entries, model = manifest.context, manifest.model.name
+        template, version = manifest.template_id, manifest.version
         have = [f"context/{e.name}" in bundled or (self.cache is not None and self.cache.has_object(
-            manifest.template_id, manifest.version, e.name)) for e in entries]
-        if (self.encode_prompts and entries and not all(have) and adapter.encodes_prompt
-                and encode_on_phone(sum(e.length for e in entries), self.compute_model.prepare_s(model, PROMPT),
-                                    self.estimator.estimate(), self.estimator.rtt_s)):
-            started = time.monotonic()
-            context = adapter.prompt_context(manifest.prompt)
-            encode_s = time.monotonic() - started
-            self.compute_model.observe_prepare(model, PROMPT, encode_s)
-            return context, encode_s
+            template, version, e.name)) for e in entries]
+        if self.encode_prompts and entries and not all(have) and adapter.encodes_prompt:
+            made = self.cache.read_made(template, version, MADE_CONTEXT) if self.cache is not None else None
+            if made is not None and set(made) == {e.name for e in entries}:
+                return made, 0.0
+            if encode_on_phone(sum(e.length for e in entries), self.compute_model.prepare_s(model, PROMPT),
+                               self.estimator.estimate(), self.estimator.rtt_s):
+                started = time.monotonic()
+                context = adapter.prompt_context(manifest.prompt)
+                encode_s = time.monotonic() - started
+                self.compute_model.observe_prepare(model, PROMPT, encode_s)
+                if self.cache is not None:
+                    self.cache.write_made(template, version, MADE_CONTEXT, context)
+                return context, encode_s
         return self.context(manifest, cancel=cancel, bundled=bundled), 0.0
 
     def _objects(self, manifest: PhoneManifest, kind: str, path_of: Callable[[str, int, str], str],

@@ -182,9 +182,8 @@ class EditSimulator:
         Shards left to the phone are computed once the model reaches them; until then, in one pass
         of the reference tokens, the fetch stage may take them back (:meth:`_take_back`).
         ``own_encoder``: the preamble leaves the prompt embeddings out and the phone encodes the
-        prompt before the pipeline starts, or fetches them then (:meth:`_prompt_embeddings`); warm
-        too, since the phone keeps the embeddings only when it fetched them (it does not spend its
-        cache on what its encoder redoes in a fraction of a second)."""
+        prompt before the pipeline starts, or fetches them then (:meth:`_prompt_embeddings`); warm,
+        it kept them from the last edit, whichever way it got them."""
         hybrid = getattr(policy, "computes", False) and bool(self.g.shard_compute_s)
         est = self.primed_estimator()
         own_encoder = own_encoder and self.g.context_bytes > 0
@@ -281,14 +280,14 @@ class EditSimulator:
         """The live session's choice once the preamble is in: encode the prompt on the phone (the
         compute stage starts that much later, and so does the fetch stage, which the live client
         starts after it) or fetch the embeddings in one more request. A fresh session has measured
-        neither its encoder nor, before a preamble with objects, its link. Warm, fetched embeddings
-        are kept from the last edit (which chose as this one does)."""
+        neither its encoder nor, before a preamble with objects, its link. Warm, the embeddings
+        are kept from the last edit, fetched or encoded (which chose as this one does)."""
         t, nbytes = edit.compute_start, self.g.context_bytes
+        if self.warm_template:
+            return
         if encode_on_phone(nbytes, None if self.cold else self.g.text_encode_s, est.estimate(), est.rtt_s):
             edit.precompute_s = self.g.text_encode_s
             edit.compute_start = t + self.g.text_encode_s
-            return
-        if self.warm_template:
             return
         done = self.fetched(t, nbytes)
         est.observe(nbytes, max(done - t - self.rtt, 1e-6))

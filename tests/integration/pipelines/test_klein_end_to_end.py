@@ -102,17 +102,20 @@ def test_a_lossy_level_stays_close_to_the_stock_image(klein, server, stock):
     assert psnr_db(stock, compact.image) > 30.0, psnr_db(stock, compact.image)  # the codec's compact target
 
 
-def test_a_phone_that_holds_the_text_encoder_encodes_the_prompt_instead_of_fetching_it(klein, server, stock):
+def test_a_phone_that_holds_the_text_encoder_encodes_the_prompt_instead_of_fetching_it(klein, server, stock,
+                                                                                      tmp_path):
     whole = load_model(str(klein))  # the stock on-device pipeline's phone: text encoder included
     assert whole.encodes_prompt and not load_model(str(klein), phone=True).encodes_prompt
-    with EdgeSession(server, models=lambda _: whole, encode_prompts=True) as session:
+    with EdgeSession(server, models=lambda _: whole, encode_prompts=True, cache_dir=tmp_path) as session:
         asked = _recorded(session)
-        result = session.edit(load_image(PHOTO), "brick", policy="fixed-full")
+        result = session.edit(load_image(PHOTO), "brick", 1, policy="fixed-full")
         encode_s = session.compute_model.prepare_s(whole.name, _compute_model.PROMPT)
+        again = session.edit(load_image(PHOTO), "brick", 1, policy="fixed-full")  # warm: the embeddings it made
     assert asked[0].endswith("/preamble?context=0") and not [p for p in asked if "/context/" in p]
     assert encode_s is not None and result.timeline.precompute_s == encode_s > 0
     # The phone's own embeddings, not the shipped ones: equal up to the threads' rounding, like the KV.
     assert np.abs(result.image - stock).max() <= PARITY_MAX_ABS
+    assert again.timeline.precompute_s == 0.0 and np.array_equal(again.image, result.image)
 
 
 def test_the_phone_vae_makes_the_source_from_the_template_jpeg(klein, server, stock):
