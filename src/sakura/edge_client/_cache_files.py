@@ -12,6 +12,7 @@ import uuid
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -176,8 +177,9 @@ def _entries(folder: Path, keep: Callable[[os.DirEntry[str]], bool]) -> list[os.
 
 def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
     """Named arrays as one file (numpy's ``.npz``, uncompressed)."""
+    named: dict[str, Any] = dict(arrays)  # Any: numpy's stub takes ** for its own keywords too
     out = io.BytesIO()
-    np.savez(out, **arrays)
+    np.savez(out, **named)
     return out.getvalue()
 
 

@@ -388,8 +388,7 @@ def _split_objects(manifest: PhoneManifest, rest: bytes, source: bool, context: 
                    images: bool) -> dict[str, bytes]:
     """The bundled objects as ``kind/name`` (images are source objects), sliced by the manifest's
     lengths; the bytes must add up exactly."""
-    entries = ([("context", e) for e in (manifest.context if context else [])]
-               + [("source", e) for e in [*(manifest.source if source else []), *(manifest.images if images else [])]])
+    entries = manifest.bundle(context=context, source=source, images=images)
     listed = sum(e.length for _, e in entries)
     if listed != len(rest):
         raise ManifestError(f"preamble response carries {len(rest)} bytes of objects; the manifest lists {listed}")

@@ -88,11 +88,11 @@ class Timeline:
         a response's first byte can be read (a packet); the time those take at the response's own
         rate is the link busy, not idle, and is left out."""
         latest, gaps = self.preamble_s, []
-        timed = [s for s in self.shards if not s.computed and s.first_byte_at is not None and s.arrived_at is not None]
-        for s in sorted(timed, key=lambda shard: shard.first_byte_at):
-            first_byte_at, arrived_at = s.first_byte_at, s.arrived_at
-            rate_s = (arrived_at - first_byte_at) / s.bytes if s.bytes else 0.0  # seconds a byte
-            gaps.append(max(0.0, first_byte_at - latest - first_read_bytes * rate_s))
+        fetched = [(s.first_byte_at, s.arrived_at, s.bytes) for s in self.shards if not s.computed]
+        timed = [(f, a, n) for f, a, n in fetched if f is not None and a is not None]
+        for first_byte_at, arrived_at, nbytes in sorted(timed, key=lambda times: times[0]):
+            per_byte = (arrived_at - first_byte_at) / nbytes if nbytes else 0.0
+            gaps.append(max(0.0, first_byte_at - latest - first_read_bytes * per_byte))
             latest = max(latest, arrived_at)
         return gaps
 

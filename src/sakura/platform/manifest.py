@@ -155,6 +155,13 @@ class _Body(BaseModel):
         """A source object or the template's image (both are served as source objects)."""
         return self._named([*self.source, *self.images], name, "source object")
 
+    def bundle(self, *, context: bool, source: bool, images: bool) -> list[tuple[str, Any]]:
+        """The objects a preamble carries (``http_api.PREAMBLE``) as (kind, entry), in the order it
+        carries them: context, source, images (served as source objects)."""
+        return ([("context", e) for e in (self.context if context else [])]
+                + [("source", e) for e in (self.source if source else [])]
+                + [("source", e) for e in (self.images if images else [])])
+
     def _named(self, entries: list, name: str, what: str) -> Any:
         for entry in entries:
             if entry.name == name:

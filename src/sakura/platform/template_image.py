@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 #: The JPEG quality the cloud publishes template images at. An estimate of how an app ships a
 #: photo; the stock on-device baseline downloads the same (``evaluation.geometry.template_source_bytes``).
 JPEG_QUALITY = 90
-IMAGE_FORMAT = "jpeg"
+IMAGE_FORMAT: Literal["jpeg"] = "jpeg"
 #: The name of the template's image among a version's objects.
 TEMPLATE_IMAGE = "template_image"
 _SOI = b"\xff\xd8\xff"

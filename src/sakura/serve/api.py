@@ -98,8 +98,8 @@ def create_api(config: ServeConfig, metrics: ServeMetrics | None = None) -> Fast
         number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
         manifest, phone = await run_in_threadpool(reader.phone_manifest, template_id, number)
         head = phone.zstd
-        entries = [*(manifest.context if context else []), *(manifest.source if source else []),
-                   *(manifest.images if images else [])]
+        entries = [entry for _, entry in manifest.bundle(context=bool(context), source=bool(source),
+                                                          images=bool(images))]
         bundled = sum(e.length for e in entries) <= http_api.MAX_BUNDLED_BYTES
         parts = [head]
         for entry in entries if bundled else []:
@@ -134,8 +134,8 @@ def create_api(config: ServeConfig, metrics: ServeMetrics | None = None) -> Fast
         require_reader_auth(request)
         number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
         manifest = await run_in_threadpool(reader.manifest, template_id, number)
-        listed = [*manifest.source, *manifest.images] if kind == "source" else manifest.context
-        entry = next((e for e in listed if e.name == name), None)
+        listed = manifest.bundle(context=True, source=True, images=True)
+        entry = next((e for k, e in listed if k == kind and e.name == name), None)
         if entry is None:
             raise ApiError(404, f"unknown_{kind}", f"{template_id} v{number} has no {kind} object {name[:64]!r}")
         return await _object(request, reader, manifest, reader.locate_object(entry), f"{kind} {name}", is_alias, config)

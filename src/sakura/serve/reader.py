@@ -30,7 +30,7 @@ from sakura.platform.library import (
     UnknownTemplate,
     VersionRetired,
 )
-from sakura.platform.manifest import ContextEntry, Manifest, ShardLocation
+from sakura.platform.manifest import ContextEntry, ImageEntry, Manifest, ShardLocation
 from sakura.platform.store import NotFound, ObjectStore, RetryingStore, StoreError, TransientStoreError, open_store
 from sakura.serve import errors
 from sakura.serve.config import ServeConfig
@@ -189,7 +189,7 @@ class ShardReader:
         level_entry = manifest.level(level)
         return ShardRef(self.library.level_store(level_entry), level_entry.key, entry.levels[level])
 
-    def locate_object(self, entry: ContextEntry) -> ShardRef:
+    def locate_object(self, entry: ContextEntry | ImageEntry) -> ShardRef:
         """A context or source object: a whole object in the library's own root."""
         whole = ShardLocation(row_group=0, row_group_offset=0, row_group_length=entry.length, offset=0,
                               length=entry.length, sha256=entry.sha256)
