@@ -11,6 +11,7 @@ from collections.abc import Callable
 from sakura.edge_client._cache import ShardCache
 from sakura.edge_client._deadlines import CancelFlag
 from sakura.edge_client._first_shard import FirstShard, FirstShardBytes
+from sakura.edge_client._shard_hashes import ShardHashes
 from sakura.edge_client._transport import Abandon, HttpTransport
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.planning import ABANDON_CHECK_S, ABANDON_MIN_S
@@ -59,9 +60,12 @@ class ShardFetcher:
         cache: ShardCache | None,
         clock: Callable[[], float],
         first: FirstShard | None = None,
+        hashes: ShardHashes | None = None,
     ) -> None:
-        """``first``: shard 0, asked for with the preamble (used if it is what the manifest lists)."""
+        """``first``: shard 0, asked for with the preamble (used if it is what the manifest lists);
+        ``hashes``: where the shards' sha256s come from (by default the manifest, which lists them)."""
         self.transport, self.manifest, self.estimator = transport, manifest, estimator
+        self.hashes = hashes or ShardHashes(manifest)
         self.cache, self.clock = cache, clock
         self.first = first
         self.rank = {level.name: i for i, level in enumerate(manifest.levels)}
@@ -108,7 +112,8 @@ class ShardFetcher:
             with self._lock:
                 self._active += 1  # a download in flight: no other one times the round trip meanwhile
             try:
-                got = first.take(self.manifest, cancel) if level == first.smallest_level(self.manifest) else None
+                got = first.take(self.manifest, self.hashes, cancel) if level == first.smallest_level(self.manifest) \
+                    else None
             finally:
                 with self._lock:
                     self._active -= 1
@@ -146,7 +151,7 @@ class ShardFetcher:
     def _from_cache(self, index: int, level: str) -> bytes | None:
         if self.cache is None or level not in self.cached_levels(index):
             return None
-        sha = self.manifest.shards[index].levels[level].sha256
+        sha = self.hashes.sha256(index, level)
         return self.cache.read(self.manifest.template_id, self.manifest.version, index, level, sha)
 
     def _near_end_in(self, nbytes: int, bytes_per_s: float, rtt_s: float) -> float:
@@ -160,7 +165,7 @@ class ShardFetcher:
         self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: CancelFlag,
         near_done: threading.Event,
     ) -> bytes:
-        location = self.manifest.shards[index].levels[level]
+        location, sha256 = self.manifest.shards[index].levels[level], self.hashes.sha256(index, level)
         rtt, estimate = self.estimator.rtt_s, self.estimator.estimate()
         # The next request should leave one round trip before this response ends: at the estimated
         # rate, behind the responses requested before it (progress below corrects it with the real
@@ -204,7 +209,7 @@ class ShardFetcher:
             self._active += 1
             alone = self._active == 1  # nothing else queued on the link: the first byte times the round trip
         try:
-            got = self.transport.download(self.path(index, level), sha256=location.sha256, length=location.length,
+            got = self.transport.download(self.path(index, level), sha256=sha256, length=location.length,
                                           progress=progress, cancel=cancel, budget=self.budget, ride=True)
         finally:
             timer.cancel()

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sakura.edge_client._deadlines import CancelFlag
+from sakura.edge_client._shard_hashes import ShardHashes
 from sakura.edge_client._transport import HttpTransport, Reply
 from sakura.edge_client.errors import EdgeError
 from sakura.platform import http_api
@@ -64,7 +65,7 @@ class FirstShard:
         shard = manifest.shards[0]
         return next(level.name for level in manifest.levels if level.name in shard.levels)
 
-    def take(self, manifest: PhoneManifest, cancel: CancelFlag) -> FirstShardBytes | None:
+    def take(self, manifest: PhoneManifest, hashes: ShardHashes, cancel: CancelFlag) -> FirstShardBytes | None:
         """The shard once it has arrived, if it is the one ``manifest`` lists; None otherwise."""
         while not self._done.wait(_POLL_S):
             if cancel.is_set():
@@ -76,7 +77,8 @@ class FirstShard:
         location = manifest.shards[0].levels[level]
         genuine = (reply.headers.get("x-sakura-version") == str(manifest.version)
                    and reply.headers.get(http_api.SHARD_LEVEL.lower()) == level
-                   and len(reply.body) == location.length and hashlib.sha256(reply.body).hexdigest() == location.sha256)
+                   and len(reply.body) == location.length
+                   and hashlib.sha256(reply.body).hexdigest() == hashes.sha256(0, level))
         if not genuine:
             return None
         return FirstShardBytes(level, reply.body, reply.first_byte_at + self._offset, self._arrived_at)

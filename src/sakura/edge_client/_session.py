@@ -22,6 +22,7 @@ from sakura.edge_client._compute_model import PROMPT, SOURCE, ComputeModel
 from sakura.edge_client._fetcher import ShardFetcher
 from sakura.edge_client._first_shard import FirstShard
 from sakura.edge_client._pipeline import EditPipeline
+from sakura.edge_client._shard_hashes import ShardHashes
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client._transport import MIN_USEFUL_RATE, HttpTransport
 from sakura.edge_client._urls import UrlPolicy
@@ -41,6 +42,7 @@ from sakura.platform.kv import KVPair, ShardKey
 from sakura.platform.manifest import (
     MAX_MANIFEST_BYTES,
     ManifestError,
+    PhoneHashes,
     PhoneImage,
     PhoneManifest,
     PhoneModel,
@@ -54,6 +56,8 @@ DEFAULT_CACHE_BUDGET = 256 << 20
 #: The names the phone keeps what it made itself for a version under (no adapter's object's): the
 #: source from the template's image, the context objects from its prompt.
 MADE_SOURCE, MADE_CONTEXT = "made_source", "made_context"
+#: The name the phone keeps a version's shard hashes object under (``PhoneManifest.shard_hashes``).
+SHARD_HASHES = "shard_hashes"
 
 
 @dataclass(frozen=True)
@@ -149,19 +153,21 @@ class EdgeSession:
 
     @raises_edge_errors
     def preamble(self, template: str, version: int | str = "latest", *, source: bool = False, context: bool = True,
-                 images: bool = False, cancel: threading.Event | None = None) -> tuple[PhoneManifest, dict[str, bytes]]:
+                 images: bool = False, hashes: bool = True,
+                 cancel: threading.Event | None = None) -> tuple[PhoneManifest, dict[str, bytes]]:
         """The manifest and the encoded context (unless not ``context``) and source (with
         ``source``) objects and images (with ``images``) the server bundled with it, in one round
         trip (:data:`~sakura.platform.http_api.PREAMBLE`); the objects are still unverified
-        (:meth:`context` and :meth:`source` check them). A manifest this phone has cached comes
-        without a request, and without objects."""
+        (:meth:`context` and :meth:`source` check them). Without ``hashes`` the manifest may come
+        without its shards' sha256s (:meth:`shard_hashes` has them). A manifest this phone has
+        cached comes without a request, and without objects."""
         number = self._cached_version(template, version)
         if number is not None:
             return self.manifest(template, number, cancel=cancel), {}
         number = layout.version_ref(version)
         started = time.monotonic()
         path = http_api.preamble_path(template, number if number is not None else version, source=source,
-                                      context=context, images=images)
+                                      context=context, images=images, hashes=hashes)
         reply = self.transport.get(path, cancel=cancel, limit=MAX_MANIFEST_BYTES + http_api.MAX_BUNDLED_BYTES)
         if reply.first_byte_at is not None:  # the round trip the shard requests will lead by
             self.estimator.observe_rtt(reply.first_byte_at - started)
@@ -267,7 +273,26 @@ class EdgeSession:
 
         return from_image, self.compute_model.prepare_s(manifest.model.name, SOURCE) or 0.0
 
-    def _download_object(self, path: str, entry: PhoneObject | PhoneImage, cancel: threading.Event | None) -> bytes:
+    def shard_hashes(self, manifest: PhoneManifest, cancel: threading.Event | None = None) -> ShardHashes:
+        """Where ``manifest``'s shards' sha256s come from: the manifest, else its shard hashes object,
+        kept on the phone or fetched the first time a shard needs its sha256 (and kept)."""
+        ref = manifest.shard_hashes
+        if manifest.hashed or ref is None:
+            return ShardHashes(manifest)
+        template, version = manifest.template_id, manifest.version
+
+        def load() -> bytes:
+            data = None if self.cache is None else self.cache.read_object(template, version, SHARD_HASHES, ref.sha256)
+            if data is None:
+                data = self._download_object(http_api.hashes_path(template, version), ref, cancel)
+                if self.cache is not None:
+                    self.cache.write_object(template, version, SHARD_HASHES, data)
+            return data
+
+        return ShardHashes(manifest, load)
+
+    def _download_object(self, path: str, entry: PhoneObject | PhoneImage | PhoneHashes,
+                         cancel: threading.Event | None) -> bytes:
         got = self.transport.download(path, sha256=entry.sha256, length=entry.length, cancel=cancel)
         # the same link as the shards: a phone that computed everything last time still learns its rate
         busy = max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
@@ -306,7 +331,7 @@ class EdgeSession:
         try:
             computes = getattr(chosen, "computes", False)
             manifest, bundled = self.preamble(template, version, images=computes, context=not self.encode_prompts,
-                                              cancel=cancel)
+                                              hashes=not computes, cancel=cancel)
             preamble_s = clock()
             adapter = self.model_for(manifest.model)
             model_load_s = clock() - preamble_s
@@ -316,7 +341,8 @@ class EdgeSession:
             schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
             if self.cache is not None:
                 self.cache.touch(template)
-            fetcher = ShardFetcher(self.transport, manifest, self.estimator, self.cache, clock, first)
+            fetcher = ShardFetcher(self.transport, manifest, self.estimator, self.cache, clock, first,
+                                   self.shard_hashes(manifest, cancel))
             template_kv = self._template_computer(chosen, adapter, manifest, context, schedule, cancel, bundled)
             pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
                                     limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv)

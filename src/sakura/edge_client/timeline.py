@@ -55,7 +55,9 @@ class Timeline:
     stalls: list[Stall] = field(default_factory=list)
     manifest_s: float = 0.0  # when the pipeline started: manifest, model and context objects ready
     preamble_s: float = 0.0  # when the preamble response (manifest and objects) had arrived
-    preamble_bytes: int = 0  # its bytes, where known (the simulator; 0 live)
+    #: Its bytes and those of the other objects the edit fetched besides shards (prompt embeddings,
+    #: shard hashes), where known (the simulator; 0 live).
+    preamble_bytes: int = 0
     model_load_s: float = 0.0  # of manifest_s, spent loading the on-device model (0 once loaded)
     compute_start: float = 0.0
     compute_end: float = 0.0

@@ -14,6 +14,7 @@ SHARD = VERSIONS + "/{version}/shards/{shard}/{level}"
 CONTEXT = VERSIONS + "/{version}/context/{name}"
 SOURCE = VERSIONS + "/{version}/source/{name}"
 PREAMBLE = VERSIONS + "/{version}/preamble"
+HASHES = VERSIONS + "/{version}/hashes"
 ALIAS = CATALOGUE + "/{template_id}/aliases/{alias}"
 
 #: A manifest response is the phone-facing manifest (:class:`~sakura.platform.manifest.PhoneManifest`):
@@ -24,6 +25,8 @@ ALIAS = CATALOGUE + "/{template_id}/aliases/{alias}"
 #: image codec makes the source from them), each in manifest order: what a phone needs before its first
 #: shard, in one round trip. The images are source objects: ``SOURCE`` serves them by name. The server
 #: bundles the objects only while they total at most ``MAX_BUNDLED_BYTES`` (else the phone fetches them one by one).
+#: With ``?hashes=0`` the manifest comes without its shards' sha256s (a phone that may compute every
+#: block itself); ``HASHES`` serves them (``PhoneManifest.shard_hashes``) to it once it fetches a shard.
 PREAMBLE_MANIFEST_LENGTH = "X-Sakura-Manifest-Length"
 PREAMBLE_BUNDLED = "X-Sakura-Bundled"
 MAX_BUNDLED_BYTES = 16 << 20
@@ -80,7 +83,12 @@ def source_path(template_id: str, version: int, name: str) -> str:
     return SOURCE.format(template_id=template_id, version=version, name=name)
 
 
+def hashes_path(template_id: str, version: int) -> str:
+    return HASHES.format(template_id=template_id, version=version)
+
+
 def preamble_path(template_id: str, version: int | str, *, source: bool, context: bool = True,
-                  images: bool = False) -> str:
-    query = [*(["source=1"] if source else []), *([] if context else ["context=0"]), *(["images=1"] if images else [])]
+                  images: bool = False, hashes: bool = True) -> str:
+    query = [*(["source=1"] if source else []), *([] if context else ["context=0"]), *(["images=1"] if images else []),
+             *([] if hashes else ["hashes=0"])]
     return PREAMBLE.format(template_id=template_id, version=version) + ("?" + "&".join(query) if query else "")

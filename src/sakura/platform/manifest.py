@@ -11,6 +11,7 @@ strictly: the cloud side writes it and must never lose a field it does not under
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -27,7 +28,9 @@ from sakura.platform.layout import MAX_VERSION
 
 SCHEMA_VERSION: Final = 1
 #: The phone-facing view's schema, ``major.minor``: a minor bump only adds fields.
-PHONE_SCHEMA_VERSION = "1.1"  # 1.1: ``images``
+PHONE_SCHEMA_VERSION = "1.2"  # 1.1: ``images``; 1.2: ``shard_hashes``
+#: Bytes of one shard's digest at one level in the shard hashes object (:class:`PhoneHashes`).
+DIGEST_BYTES = 32
 MAX_MANIFEST_BYTES = 16 << 20
 #: Bounds on what a manifest may list (generous: FLUX.1 per-step at 50 steps has 2,850 shards).
 MAX_SHARDS = 1 << 16
@@ -54,10 +57,11 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 # -- what a phone sees ---------------------------------------------------------------------
 class ShardPayload(_Tolerant):
-    """One shard at one level, as a phone checks it."""
+    """One shard at one level, as a phone checks it. ``sha256`` is None in a manifest sent without
+    its shards' hashes (:class:`PhoneHashes`)."""
 
     length: int = Field(gt=0)
-    sha256: str = Field(pattern=_SHA256)
+    sha256: str | None = Field(default=None, pattern=_SHA256)
 
 
 class PhoneShard(_Tolerant):
@@ -101,6 +105,16 @@ class PhoneImage(_Tolerant):
     width: int = Field(gt=0, le=MAX_RESOLUTION)
     height: int = Field(gt=0, le=MAX_RESOLUTION)
     length: int = Field(gt=0)
+    sha256: str = Field(pattern=_SHA256)
+
+
+class PhoneHashes(_Tolerant):
+    """Every shard's sha256 at every level as one object (``http_api.HASHES``): ``DIGEST_BYTES`` each,
+    shard by shard, levels in the manifest's order. A phone that may compute every block itself asks
+    for the manifest without its shards' hashes (most of a per-step model's manifest: they do not
+    compress) and fetches this only once it fetches a shard; checked by its own sha256 and length."""
+
+    length: int = Field(gt=0, le=MAX_SHARDS * MAX_LEVELS * DIGEST_BYTES)
     sha256: str = Field(pattern=_SHA256)
 
 
@@ -162,6 +176,11 @@ class _Body(BaseModel):
                 + [("source", e) for e in (self.source if source else [])]
                 + [("source", e) for e in (self.images if images else [])])
 
+    def shard_digests(self) -> bytes:
+        """The shard hashes object (:class:`PhoneHashes`) of a manifest that lists its shards' sha256s."""
+        names = [level.name for level in self.levels]
+        return b"".join(bytes.fromhex(shard.levels[name].sha256) for shard in self.shards for name in names)
+
     def _named(self, entries: list, name: str, what: str) -> Any:
         for entry in entries:
             if entry.name == name:
@@ -189,6 +208,12 @@ class _Body(BaseModel):
             raise ManifestError("invalid manifest: a shard lacks a level")
         if [s.index for s in manifest.shards] != list(range(len(manifest.shards))):
             raise ManifestError("invalid manifest: shard indexes are not 0..n-1")
+        hashes = getattr(manifest, "shard_hashes", None)
+        if hashes is not None and hashes.length != len(manifest.shards) * len(names) * DIGEST_BYTES:
+            raise ManifestError("invalid manifest: shard_hashes is not a digest per shard and level")
+        hashed = {p.sha256 is not None for s in manifest.shards for p in s.levels.values()}
+        if hashed != {True} and (hashed != {False} or hashes is None):
+            raise ManifestError("invalid manifest: shards lack their sha256 and no shard_hashes lists them")
         return manifest
 
 
@@ -204,10 +229,43 @@ class PhoneManifest(_Body, _Tolerant):
     context: list[PhoneObject] = Field(default_factory=list, max_length=MAX_LEVELS)
     source: list[PhoneObject] = Field(default_factory=list, max_length=MAX_LEVELS)
     images: list[PhoneImage] = Field(default_factory=list, max_length=MAX_LEVELS)
+    #: The shard hashes object (None from a server older than 1.2, whose manifests list every sha256).
+    shard_hashes: PhoneHashes | None = None
+
+    @property
+    def hashed(self) -> bool:
+        """Whether this manifest lists its shards' sha256s (else :meth:`with_hashes` adds them)."""
+        return self.shards[0].levels[self.levels[0].name].sha256 is not None
+
+    def without_hashes(self) -> PhoneManifest:
+        """This manifest without its shards' sha256s (what ``?hashes=0`` sends); needs ``shard_hashes``."""
+        if self.shard_hashes is None:
+            raise ManifestError("a manifest without shard_hashes cannot leave its shards' sha256s out")
+        return self._with_digests([None] * (len(self.shards) * len(self.levels)))
+
+    def with_hashes(self, digests: bytes) -> PhoneManifest:
+        """This manifest with its shards' sha256s from the shard hashes object ``digests`` (untrusted
+        bytes: checked against ``shard_hashes`` first)."""
+        ref = self.shard_hashes
+        if ref is None or len(digests) != ref.length or hashlib.sha256(digests).hexdigest() != ref.sha256:
+            raise ManifestError("shard hashes object does not match the manifest's shard_hashes")
+        return self._with_digests([digests[i:i + DIGEST_BYTES].hex() for i in range(0, len(digests), DIGEST_BYTES)])
+
+    def _with_digests(self, digests: list[str | None]) -> PhoneManifest:
+        names, it = [level.name for level in self.levels], iter(digests)
+        shards = [shard.model_copy(update={"levels": {name: shard.levels[name].model_copy(update={"sha256": next(it)})
+                                                      for name in names}}) for shard in self.shards]
+        return self.model_copy(update={"shards": shards})
 
     def to_json(self) -> bytes:
-        """Compact, sorted JSON: the encoding the golden fixture pins."""
-        return json.dumps(self.model_dump(mode="json"), separators=(",", ":"), sort_keys=True).encode()
+        """Compact, sorted JSON: the encoding the golden fixture pins (a shard's sha256 left out,
+        not null, when the manifest is sent without them)."""
+        doc = self.model_dump(mode="json")
+        for shard in doc["shards"]:
+            for payload in shard["levels"].values():
+                if payload["sha256"] is None:
+                    del payload["sha256"]
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     def to_wire(self) -> bytes:
         """What phones receive: the JSON as one zstd frame (a sha256 per shard and level makes
@@ -235,6 +293,7 @@ class ShardLocation(ShardPayload):
     """One shard at one level: a row group of the level file, and the payload's bytes in it."""
 
     model_config = _STRICT
+    sha256: str = Field(pattern=_SHA256)  # the library always lists it
     row_group: int = Field(ge=0)
     row_group_offset: int = Field(ge=0)
     row_group_length: int = Field(gt=0)
@@ -299,7 +358,10 @@ class Manifest(_Body):
 
     def for_phone(self) -> PhoneManifest:
         """The phone-facing view: the fields :class:`PhoneManifest` knows, nothing else."""
-        return PhoneManifest.model_validate({**self.model_dump(mode="json"), "schema_version": PHONE_SCHEMA_VERSION})
+        digests = self.shard_digests()
+        hashes = {"length": len(digests), "sha256": hashlib.sha256(digests).hexdigest()}
+        return PhoneManifest.model_validate({**self.model_dump(mode="json"), "schema_version": PHONE_SCHEMA_VERSION,
+                                             "shard_hashes": hashes})
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Manifest:

@@ -91,13 +91,14 @@ def create_api(config: ServeConfig, metrics: ServeMetrics | None = None) -> Fast
 
     @api.get(http_api.PREAMBLE)
     async def preamble(template_id: str, version: str, request: Request, source: int = 0,
-                       context: int = 1, images: int = 0) -> Response:
-        """The manifest and, when they fit ``MAX_BUNDLED_BYTES``, its context (unless ``context=0``)
-        and source (``source=1``) objects and its images (``images=1``)."""
+                       context: int = 1, images: int = 0, hashes: int = 1) -> Response:
+        """The manifest (without its shards' sha256s with ``hashes=0``) and, when they fit
+        ``MAX_BUNDLED_BYTES``, its context (unless ``context=0``) and source (``source=1``) objects
+        and its images (``images=1``)."""
         require_reader_auth(request)
         number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
         manifest, phone = await run_in_threadpool(reader.phone_manifest, template_id, number)
-        head = phone.zstd
+        head = phone.zstd if hashes else phone.unhashed
         entries = [entry for _, entry in manifest.bundle(context=bool(context), source=bool(source),
                                                           images=bool(images))]
         bundled = sum(e.length for e in entries) <= http_api.MAX_BUNDLED_BYTES
@@ -108,6 +109,18 @@ def create_api(config: ServeConfig, metrics: ServeMetrics | None = None) -> Fast
         headers = {"Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "X-Sakura-Version": str(number),
                    http_api.PREAMBLE_MANIFEST_LENGTH: str(len(head)), http_api.PREAMBLE_BUNDLED: str(int(bundled))}
         return Response(b"".join(parts), media_type="application/octet-stream", headers=headers)
+
+    @api.get(http_api.HASHES)
+    async def shard_hashes(template_id: str, version: str, request: Request) -> Response:
+        """Every shard's sha256 at every level (``PhoneManifest.shard_hashes``)."""
+        require_reader_auth(request)
+        number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
+        body = (await run_in_threadpool(reader.phone_manifest, template_id, number))[1].hashes
+        etag = f'"{hashlib.sha256(body).hexdigest()}"'
+        headers = {"ETag": etag, "Cache-Control": NO_CACHE if is_alias else IMMUTABLE, "X-Sakura-Version": str(number)}
+        if _etag_matches(request, etag):
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/octet-stream", headers=headers)
 
     @api.get(http_api.SHARD)
     async def shard(template_id: str, version: str, shard: str, level: str, request: Request) -> Response:

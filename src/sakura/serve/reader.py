@@ -61,15 +61,18 @@ class ShardRef:
 @dataclass(frozen=True)
 class PhoneView:
     """A manifest as phones receive it (:meth:`Manifest.for_phone`), encoded once per load:
-    plain JSON, and the zstd frame phones ask for."""
+    plain JSON, the zstd frame phones ask for, that frame without the shards' sha256s
+    (``?hashes=0``), and the shard hashes object that holds them."""
 
     json: bytes
     zstd: bytes
+    unhashed: bytes
+    hashes: bytes
 
     @classmethod
     def of(cls, manifest: Manifest) -> PhoneView:
         phone = manifest.for_phone()
-        return cls(phone.to_json(), phone.to_wire())
+        return cls(phone.to_json(), phone.to_wire(), phone.without_hashes().to_wire(), phone.shard_digests())
 
 
 @dataclass

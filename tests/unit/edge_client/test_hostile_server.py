@@ -20,7 +20,8 @@ import pytest
 
 from sakura.edge_client import EdgeSession, EditResult, RetryPolicy
 from sakura.edge_client._urls import UrlPolicy
-from sakura.edge_client.errors import ConfigError, EdgeError, RedirectError, ServerError, TransportError
+from sakura.edge_client.errors import ConfigError, EdgeError, RedirectError, ServerError, ShardCorrupt, TransportError
+from sakura.edge_client.policy import FixedPolicy
 from sakura.platform import http_api
 from sakura.platform.errors import CodecError, SakuraError, UnknownModel
 from sakura.platform.images import load_image
@@ -401,7 +402,7 @@ def test_a_hybrid_edit_gets_manifest_and_source_in_one_round_trip(hostile, refer
     result, _ = attack(hostile, "preamble-genuine", reference_model, tmp_path, policy="hybrid")
     assert isinstance(result, EditResult), result
     paths = [r.path for r in hostile.requests("preamble-genuine")]
-    assert paths[0] == "/v1/templates/portrait/versions/latest/preamble?images=1"  # the JPEG, not the cells
+    assert paths[0] == "/v1/templates/portrait/versions/latest/preamble?images=1&hashes=0"  # the JPEG, not the cells
     assert not any("/source/" in p or "/context/" in p or p.endswith("/manifest") for p in paths), paths
 
 
@@ -417,6 +418,40 @@ def test_a_damaged_bundled_object_is_fetched_again_and_verified(hostile, referen
     result, _ = attack(hostile, "preamble-damaged", reference_model, tmp_path, policy="hybrid")
     assert isinstance(result, EditResult), result
     assert any("/source/" in r.path for r in hostile.requests("preamble-damaged"))
+
+
+class _ComputingThenFetching(FixedPolicy):
+    """Asks for the preamble as a phone that may compute does (without the shard hashes), then
+    fetches every shard at the compact level."""
+
+    computes = True
+
+    def __init__(self) -> None:
+        super().__init__("compact")
+
+
+def _damaged_hashes(s, h, path):
+    status, headers, body = s.genuine(path)
+    send(h, status, _flip_last_byte(body), headers)
+
+
+SCENARIOS["hashes-damaged"] = when(lambda path: path.endswith("/hashes"), _damaged_hashes)
+
+
+def test_a_damaged_shard_hashes_object_is_never_used_and_no_shard_is_asked_for(hostile, reference_model, tmp_path):
+    """The fetch fails its sha256 every time; a phone that can compute the blocks then computes
+    them all (the compute stage takes over a shard whose fetch cannot arrive), or, where the failure
+    reaches the compute stage first, the edit fails with the typed error. Either way no shard is
+    asked for and nothing of the object is kept."""
+    outcome, _ = attack(hostile, "hashes-damaged", reference_model, tmp_path, policy=_ComputingThenFetching())
+    if isinstance(outcome, EditResult):
+        assert outcome.computed == list(range(6)) and outcome.bytes == 0
+    else:
+        assert isinstance(outcome, ShardCorrupt), outcome
+    paths = [r.path for r in hostile.requests("hashes-damaged")]
+    assert paths[0].endswith("preamble?images=1&hashes=0") and any(p.endswith("/hashes") for p in paths)
+    assert not any("/shards/" in p for p in paths), paths
+    assert not list((tmp_path / "cache").rglob("*shard_hashes*"))
 
 
 # -- the first shard, asked for with the preamble --------------------------------------------------

@@ -86,6 +86,23 @@ def test_a_second_edit_starts_warm_its_manifest_and_source_from_the_cache(proxy,
     assert refetched == [f"/v1/templates/portrait/versions/1/source/{image.name}"]
 
 
+def test_a_computing_phone_fetches_the_shard_hashes_once_and_only_to_fetch_a_shard(proxy, reference_model, tmp_path):
+    """The phone alone asks for the manifest without its shards' sha256s (no shard needs one); a
+    later edit that fetches shards gets them in one request first, and keeps them with the shards."""
+    def requested(edit) -> list[str]:
+        start = len(proxy.requests)
+        edit()
+        return [r.path.rpartition("/versions/1/")[2] for r in proxy.requests[start:]]
+
+    with EdgeSession(proxy.url, cache_dir=tmp_path, models=lambda _: reference_model) as session:
+        edit = lambda policy: lambda: session.edit(load_image(PHOTO), "portrait", version=1, policy=policy)  # noqa: E731
+        assert requested(edit("on-device")) == ["preamble?images=1&hashes=0"]
+        assert not session.manifest("portrait", 1).hashed  # kept as it came
+        fetching = requested(edit("fixed-compact"))
+        assert fetching[0] == "hashes" and sorted(fetching[1:]) == [f"shards/{i}/compact" for i in range(6)]
+        assert requested(edit("fixed-compact")) == []  # shards and their hashes kept
+
+
 def test_the_cache_stays_within_budget_and_evicts_the_least_recently_used_template(proxy, reference_model, tmp_path):
     with EdgeSession(
         proxy.url, cache_dir=tmp_path, cache_budget_bytes=1_000_000, models=lambda _: reference_model
@@ -118,10 +135,10 @@ def test_requests_carry_only_template_version_shard_and_level(proxy, reference_m
             session.edit(load_image(photo), "portrait", policy="hybrid", seed=7)  # its preamble asks for the source
             hybrid.extend(proxy.requests[start:])  # which shards it fetches depends on timing, not on the photo
     allowed = re.compile(r"^/v1/templates/[a-z0-9][a-z0-9._-]*/versions/[a-z0-9._-]+/"
-                         r"(manifest|preamble(\?(source=1&?)?(context=0&?)?(images=1)?)?|shards/\d+/[a-z][a-z0-9_-]*"
-                         r"|(context|source)/[a-z][a-z0-9_]*)$")
+                         r"(manifest|hashes|preamble(\?(source=1&?)?(context=0&?)?(images=1&?)?(hashes=0)?)?"
+                         r"|shards/\d+/[a-z][a-z0-9_-]*|(context|source)/[a-z][a-z0-9_]*)$")
     preambles = [r.path.rpartition("/")[2] for r in hybrid if "/preamble" in r.path]
-    assert preambles == ["preamble?images=1", "preamble?context=0&images=1"]
+    assert preambles == ["preamble?images=1&hashes=0", "preamble?context=0&images=1&hashes=0"]
     for recorded in [*sequences, hybrid]:
         assert any("/source/" in r.path or "images=1" in r.path for r in recorded)
         for r in recorded:

@@ -17,6 +17,7 @@ import zstandard
 
 from sakura.platform import layout
 from sakura.platform.manifest import (
+    DIGEST_BYTES,
     MAX_MANIFEST_BYTES,
     PHONE_SCHEMA_VERSION,
     ContextEntry,
@@ -30,7 +31,7 @@ from tests.unit.platform.library_helpers import synthetic_manifest
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / f"manifest-v{PHONE_SCHEMA_VERSION}.json"
 #: The goldens of earlier minor versions: what older servers send.
-EARLIER = Path(__file__).resolve().parents[2] / "golden" / "manifest-v1.0.json"
+EARLIER = [Path(__file__).resolve().parents[2] / "golden" / f"manifest-v{v}.json" for v in ("1.0", "1.1")]
 
 
 def stored_manifest() -> Manifest:
@@ -68,9 +69,35 @@ def test_the_phone_view_carries_no_store_uri_key_row_group_or_importance_key():
 
 
 def test_an_earlier_minor_version_is_read_and_what_it_lacks_is_empty():
-    earlier = PhoneManifest.from_wire(EARLIER.read_bytes())
-    assert earlier.schema_version == "1.0" and earlier.images == [] and earlier.context_object("prompt_embeds")
-    assert earlier.shards == stored_manifest().for_phone().shards
+    v10, v11 = (PhoneManifest.from_wire(path.read_bytes()) for path in EARLIER)
+    assert v10.schema_version == "1.0" and v10.images == [] and v10.context_object("prompt_embeds")
+    assert v11.schema_version == "1.1" and v11.images and v11.shard_hashes is None and v11.hashed
+    assert v10.shards == v11.shards == stored_manifest().for_phone().shards
+
+
+def test_a_manifest_without_its_shard_hashes_gets_them_back_from_the_hashes_object():
+    full = stored_manifest().for_phone()
+    light = PhoneManifest.from_wire(full.without_hashes().to_wire())
+    assert not light.hashed and "sha256" not in json.dumps(json.loads(light.to_json())["shards"])
+    digests = full.shard_digests()
+    assert len(digests) == full.shard_hashes.length == len(full.shards) * len(full.levels) * DIGEST_BYTES
+    assert light.with_hashes(digests) == full
+    for bad in (digests[:-1], bytes(len(digests)), digests + b"\0"):
+        with pytest.raises(ManifestError, match="does not match"):
+            light.with_hashes(bad)
+
+
+@pytest.mark.parametrize("damage", ["no ref", "short ref", "some hashed"])
+def test_a_manifest_is_refused_when_its_shards_lack_hashes_it_cannot_get(damage):
+    doc = json.loads(stored_manifest().for_phone().without_hashes().to_json())
+    if damage == "no ref":
+        del doc["shard_hashes"]
+    elif damage == "short ref":
+        doc["shard_hashes"]["length"] -= DIGEST_BYTES
+    else:
+        doc["shards"][0]["levels"]["full"]["sha256"] = "a" * 64
+    with pytest.raises(ManifestError, match="shard_hashes|sha256"):
+        PhoneManifest.from_wire(json.dumps(doc).encode())
 
 
 def test_an_image_is_a_source_object_and_shares_their_names():

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from sakura.platform import http_api, layout
 from sakura.platform.context import decode_context, encode_context
-from sakura.platform.manifest import Manifest
+from sakura.platform.manifest import Manifest, PhoneManifest
 from sakura.platform.template_image import TEMPLATE_IMAGE, decode_published, publish_image
 from sakura.serve.api import create_api
 from sakura.serve.config import ServeConfig
@@ -144,6 +144,22 @@ def test_a_preamble_carries_the_manifest_then_its_objects_in_manifest_order(libr
     monkeypatch.setattr(http_api, "MAX_BUNDLED_BYTES", len(objects["context"]))  # too big to bundle with the source
     r = client.get(http_api.preamble_path("tpl", 2, source=True))
     assert r.headers[http_api.PREAMBLE_BUNDLED] == "0" and r.content == manifest
+
+
+def test_a_preamble_without_shard_hashes_and_the_hashes_route_that_holds_them(library):
+    client = TestClient(create_api(ServeConfig(store=f"file://{library}", alias_ttl_s=0)))
+    full = PhoneManifest.from_wire(client.get(http_api.manifest_path("tpl", 2)).content)
+    r = client.get(http_api.preamble_path("tpl", 2, source=False, context=False, images=True, hashes=False))
+    head = int(r.headers[http_api.PREAMBLE_MANIFEST_LENGTH])
+    light = PhoneManifest.from_wire(r.content[:head])
+    assert r.url.query == b"context=0&images=1&hashes=0" and not light.hashed and full.hashed
+    assert head < len(client.get(http_api.manifest_path("tpl", 2), headers={"Accept-Encoding": "zstd"}).content)
+    hashes = client.get(http_api.hashes_path("tpl", 2))
+    assert hashes.status_code == 200 and "immutable" in hashes.headers["cache-control"]
+    assert light.with_hashes(hashes.content) == full
+    again = client.get(http_api.hashes_path("tpl", 2), headers={"If-None-Match": hashes.headers["etag"]})
+    assert again.status_code == 304
+    assert client.get(http_api.hashes_path("tpl", 9)).status_code == 404
 
 
 def test_the_smallest_level_alias_serves_the_first_level_a_shard_has_and_names_it(library):
