@@ -7,7 +7,7 @@ real policy code; never ray."""
 from sakura.evaluation.architectures import ARCHITECTURES, EditFlops, edit_flops
 from sakura.evaluation.cachegen import CACHEGEN_LEVELS, CacheGenStyle, select_config
 from sakura.evaluation.fidelity import IDENTICAL_DB, FidelityTable, psnr_db
-from sakura.evaluation.geometry import TOKEN_RATIOS, EditGeometry, measure_geometry
+from sakura.evaluation.geometry import TOKEN_RATIOS, EditGeometry, ManifestWire, measure_geometry
 from sakura.evaluation.oracle import OraclePolicy, oracle_policy
 from sakura.evaluation.profiles import PROFILES, DeviceProfile, device_profile
 from sakura.evaluation.regime import RegimeCurve, regime_curve
@@ -25,6 +25,7 @@ __all__ = [
     "WORKLOADS",
     "CacheGenStyle",
     "CodecRates",
+    "ManifestWire",
     "DeviceProfile",
     "EditFlops",
     "EditGeometry",

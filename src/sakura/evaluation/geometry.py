@@ -10,6 +10,7 @@ every step), for several template-to-request token ratios.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -19,11 +20,29 @@ import numpy as np
 from sakura.evaluation.cachegen import CACHEGEN_LEVELS
 from sakura.platform.codec import decode_shard
 from sakura.platform.kv import KVPair, ShardKey, TemplateKV
-from sakura.platform.manifest import Manifest
+from sakura.platform.manifest import DIGEST_BYTES, Manifest, PhoneManifest, PhoneShard
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template
 from sakura.platform.template_image import publish_image
 
 TOKEN_RATIOS = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class ManifestWire:
+    """A phone manifest's bytes on the wire, as a header and an entry per shard, measured apart
+    (:func:`manifest_wire`) so a model with more blocks or steps is charged its own manifest, not
+    this one's header per shard: as fetching phones get it, and without its shards' sha256s (a
+    phone that may compute every block: ``?hashes=0``; the hashes follow in their own object)."""
+
+    header: float
+    per_shard: float
+    unhashed_header: float
+    unhashed_per_shard: float
+
+    def bytes(self, shards: int, *, hashed: bool = True) -> int:
+        if hashed:
+            return round(self.header + self.per_shard * shards)
+        return round(self.unhashed_header + self.unhashed_per_shard * shards)
 
 
 @dataclass
@@ -42,7 +61,7 @@ class EditGeometry:
     gaps_s: list[float]  # compute after consuming shard i (the last: until the image is done)
     ondevice_s: dict[int, float] = field(default_factory=dict)  # per token ratio: the stock on-device edit
     replay_s: dict[int, float] = field(default_factory=dict)  # compute-only edit time per ratio
-    manifest_bytes: int = 0
+    manifest: ManifestWire = field(default_factory=lambda: ManifestWire(0.0, 0.0, 0.0, 0.0))
     raw_bytes: list[int] = field(default_factory=list)  # each shard's K + V at 2 bytes a value
     kv_itemsize: int = 2  # bytes per value of the model's KV (what the lossless level stores)
     # What the on-device baselines compute and every system fetches before its KV (see ``ondevice_compute_s``).
@@ -61,6 +80,21 @@ class EditGeometry:
     @property
     def shards(self) -> int:
         return len(self.weights)
+
+    @property
+    def manifest_bytes(self) -> int:
+        """The manifest as a fetching phone gets it (every shard's sha256 in it)."""
+        return self.manifest.bytes(self.shards)
+
+    @property
+    def unhashed_manifest_bytes(self) -> int:
+        """The manifest without its shards' sha256s: what a phone that may compute asks for."""
+        return self.manifest.bytes(self.shards, hashed=False)
+
+    @property
+    def shard_hashes_bytes(self) -> int:
+        """The shard hashes object such a phone fetches before its first shard."""
+        return self.shards * len(self.levels) * DIGEST_BYTES
 
     @property
     def shards_per_step(self) -> int:
@@ -192,7 +226,7 @@ def measure_geometry(
         levels=levels, cachegen_levels=[c.name for c in CACHEGEN_LEVELS], sizes=sizes, decode_s=decode_s,
         weights=[s.weight for s in manifest.shards], startup_s=startup, gaps_s=gaps,
         ondevice_s={r: replay[r] + r * passes * one_pass for r in ratios}, replay_s=replay,
-        manifest_bytes=len(manifest.for_phone().to_wire()),
+        manifest=manifest_wire(manifest.for_phone()),
         raw_bytes=[2 * (exact[k].k.size + exact[k].v.size) for k in keys],
         kv_itemsize=exact[keys[0]].k.dtype.itemsize,
         kv_cached=kv_cached, reference_pass_s=one_pass, shard_compute_s=[one_pass / per_step] * len(keys),
@@ -201,6 +235,24 @@ def measure_geometry(
         prepared_bytes=sum(c.length for c in [*manifest.context, *manifest.source]) if manifest.source
         else sum(c.length for c in manifest.context) + template_source_bytes(template))
     return geometry, decoded
+
+
+def manifest_wire(manifest: PhoneManifest, extra: int = 256) -> ManifestWire:
+    """``manifest``'s wire bytes split into a header and a per-shard entry: measured by listing
+    ``extra`` more shards like its own, each with sha256s of its own (which, like real ones, do not
+    compress), with and without those sha256s."""
+    n = len(manifest.shards)
+
+    def like(shard: PhoneShard, index: int) -> PhoneShard:
+        return shard.model_copy(update={"index": index, "levels": {
+            name: payload.model_copy(update={"sha256": hashlib.sha256(f"{index}/{name}".encode()).hexdigest()})
+            for name, payload in shard.levels.items()}})
+
+    longer = manifest.model_copy(update={"shards": [*manifest.shards, *(like(manifest.shards[i % n], n + i)
+                                                                         for i in range(extra))]})
+    sizes = [len(view.to_wire()) for view in (manifest, longer, manifest.without_hashes(), longer.without_hashes())]
+    per_shard, unhashed_per_shard = (sizes[1] - sizes[0]) / extra, (sizes[3] - sizes[2]) / extra
+    return ManifestWire(sizes[0] - n * per_shard, per_shard, sizes[2] - n * unhashed_per_shard, unhashed_per_shard)
 
 
 def template_source_bytes(template: Template) -> int:

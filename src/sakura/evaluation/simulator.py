@@ -115,16 +115,18 @@ class EditSimulator:
         """When one request sent at ``at`` for ``nbytes`` is complete (nothing else on the link)."""
         return at + self.rtt + self.transfer(at + self.rtt, nbytes) if nbytes else at
 
-    def preamble_done(self, context_bytes: int | None = None) -> float:
+    def preamble_done(self, context_bytes: int | None = None, *, hashed: bool = True) -> float:
         """When the KV can be requested: cold, once one response brought the manifest and the
         objects bundled with it (the live client's preamble request); warm, at once."""
-        return self.fetched(0.0, self.preamble_bytes(context_bytes))
+        return self.fetched(0.0, self.preamble_bytes(context_bytes, hashed=hashed))
 
-    def preamble_bytes(self, context_bytes: int | None = None) -> int:
-        """The preamble response's bytes: the manifest and the objects bundled with it (0 warm)."""
+    def preamble_bytes(self, context_bytes: int | None = None, *, hashed: bool = True) -> int:
+        """The preamble response's bytes: the manifest (without its shards' sha256s unless
+        ``hashed``) and the objects bundled with it (0 warm)."""
         if self.warm_template:
             return 0
-        return self.g.manifest_bytes + (self.g.context_bytes if context_bytes is None else context_bytes)
+        manifest = self.g.manifest_bytes if hashed else self.g.unhashed_manifest_bytes
+        return manifest + (self.g.context_bytes if context_bytes is None else context_bytes)
 
     def primed_estimator(self) -> BandwidthEstimator:
         """What a phone that used the link for the last three seconds would know (nothing if cold)."""
@@ -169,7 +171,7 @@ class EditSimulator:
 
     def bound(self) -> float:
         """No edit can beat computing alone, nor fetching the smallest level of every shard."""
-        t = self.preamble_done()
+        t = self.preamble_done(hashed=False)
         smallest = sum(self.g.sizes[self.g.levels[0]])
         return t + max(self.g.compute_s, self.transfer(t, smallest))
 
@@ -191,16 +193,18 @@ class EditSimulator:
         if hybrid and self.g.image_bytes and not self.warm_template:  # warm, the phone kept the source it made
             # the live session predicts the time once it has measured it (a phone that computed before)
             self._prepare = (self.g.reference_encode_s, 0.0 if self.cold else self.g.reference_encode_s)
-        t = self.preamble_done(objects)
+        hashed = not getattr(policy, "computes", False)  # a phone that may compute asks for ``?hashes=0``
+        t = self.preamble_done(objects, hashed=hashed)
         if objects and not self.warm_template:  # the live client learns the link from a preamble with objects
-            est.observe(self.g.manifest_bytes + objects, max(t - self.rtt, 1e-6))
-        edit = Timeline(system, [], compute_start=t, preamble_s=t, preamble_bytes=self.preamble_bytes(objects))
+            est.observe(self.preamble_bytes(objects, hashed=hashed), max(t - self.rtt, 1e-6))
+        edit = Timeline(system, [], compute_start=t, preamble_s=t,
+                        preamble_bytes=self.preamble_bytes(objects, hashed=hashed))
         if own_encoder:
             self._prompt_embeddings(edit, est)
             t = edit.compute_start
         stages = PipelineStages(self, edit, extend=self._extend if hybrid else None,
                                 window=stage_window(self.n, one_pass=self.g.kv_cached))
-        run = _Run(policy, stages, est, t, abandon)
+        run = _Run(policy, stages, est, t, abandon, hashes_due=not (hashed or self.warm_template))
         if asks_first_shard(policy, est.estimate()) and not self.warm_template:
             # asked for with the preamble, at the smallest level: its bytes follow the preamble's
             shard = self._fetch(0, self.g.levels[0], 0.0, edit.preamble_s, None, None, [], t)
@@ -244,6 +248,13 @@ class EditSimulator:
         self._reach(run, 0)
 
     def _request(self, i: int, run: _Run, level: str) -> None:
+        if run.hashes_due:  # the live fetcher's first shard waits for the shard hashes object
+            run.hashes_due = False
+            nbytes = self.g.shard_hashes_bytes
+            begin = max(run.t + self.rtt, run.link_free)
+            run.t = run.link_free = begin + self.transfer(begin, nbytes)
+            run.est.observe(nbytes, max(run.t - begin, 1e-6))
+            run.stages.edit.preamble_bytes += nbytes
         done = run.stages.edit.shards
         shard = self._fetch(i, level, run.t, run.link_free, run.est, run.policy if run.abandon else None, done,
                             run.stages.edit.compute_start)
@@ -466,6 +477,7 @@ class _Run:
     t: float
     abandon: bool
     link_free: float = 0.0
+    hashes_due: bool = False  # the preamble's manifest came without its shards' sha256s: fetch them first
     waiting: deque[ShardTiming] = field(default_factory=deque)  # requested, not yet handed to the decoder
     left: list[ShardTiming] = field(default_factory=list)  # left to the phone, not reached by the model yet
 

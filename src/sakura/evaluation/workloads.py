@@ -16,12 +16,12 @@ The names of :data:`WORKLOADS` are what benches take (``bench/e2e.py --workload 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 
 from sakura.evaluation.architectures import EditFlops, edit_flops
 from sakura.evaluation.fidelity import FidelityTable
-from sakura.evaluation.geometry import TOKEN_RATIOS, EditGeometry, measure_geometry
+from sakura.evaluation.geometry import TOKEN_RATIOS, EditGeometry, ManifestWire, measure_geometry
 from sakura.evaluation.profiles import DeviceProfile
 
 #: A stock template image and prompt as the stock pipeline would download them (see ``source_bytes``).
@@ -137,12 +137,13 @@ def matched_floor(g: EditGeometry, fidelity: FidelityTable) -> str:
 class CodecRates:
     """What the codecs do to real KV, measured on ``model``'s templates: each level's bytes over the
     KV at 2 bytes a value (the lossless ``full`` level: over the KV in its own dtype, so it carries to
-    an fp16 model), decode seconds per such byte on this machine, and manifest bytes per shard."""
+    an fp16 model), decode seconds per such byte on this machine, and the manifest's bytes on the wire:
+    a header, and each shard's entry."""
 
     model: str
     size_ratio: dict[str, float]
     decode_s_per_byte: dict[str, float]
-    manifest_bytes_per_shard: float
+    manifest: ManifestWire
     lossless: str  # SAKURA's lossless level
 
     @classmethod
@@ -152,7 +153,8 @@ class CodecRates:
         size = {lv: sum(sum(g.sizes[lv]) for g in geometries) / raw for lv in g0.sizes}
         size[g0.levels[-1]] /= g0.kv_itemsize / 2
         decode = {lv: sum(sum(g.decode_s[lv]) for g in geometries) / raw for lv in g0.decode_s}
-        manifest = sum(g.manifest_bytes for g in geometries) / sum(g.shards for g in geometries)
+        manifest = ManifestWire(*(sum(getattr(g.manifest, f.name) for g in geometries) / len(geometries)
+                                  for f in fields(ManifestWire)))
         return cls(g0.model, size, decode, manifest, g0.levels[-1])
 
 
@@ -174,7 +176,7 @@ def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates,
         sizes={lv: [round(raw * rates.size_ratio[lv])] * n for lv in all_levels},
         decode_s={lv: [raw * rates.decode_s_per_byte[lv] * profile.cpu_factor] * n for lv in all_levels},
         weights=[1.0] * n, startup_s=startup, gaps_s=gaps,
-        manifest_bytes=round(rates.manifest_bytes_per_shard * n), raw_bytes=[raw] * n, kv_itemsize=2,
+        manifest=rates.manifest, raw_bytes=[raw] * n, kv_itemsize=2,
         kv_cached=f.kv_cached, text_encode_s=f.text_encode * sec, reference_encode_s=f.vae_encode_reference * sec,
         reference_pass_s=sum(f.reference) * sec, shard_compute_s=[r * sec for r in f.reference] * per_step,
         source_bytes=source, context_bytes=f.prompt_embed_bytes,

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from sakura.edge_client.policy import HybridPolicy
+from sakura.evaluation.geometry import ManifestWire
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.regime import crossovers, hopeless, link_rates, regime_curve
 from sakura.evaluation.simulator import EditSimulator
@@ -23,7 +24,7 @@ def klein():
     """klein 4B with a 1024x1024 reference on the flagship NPU; codec rates in round numbers."""
     rates = CodecRates("test", {"compact": 1 / 7, "medium": 1 / 3.5, "full": 1.0, "cachegen-low": 1 / 5,
                                 "cachegen-coarse": 1 / 3.8, "cachegen-fine": 1 / 2.9},
-                       {lv: 4e-9 for lv in LEVELS + CACHEGEN}, 150.0, "full")
+                       {lv: 4e-9 for lv in LEVELS + CACHEGEN}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
     return analytic_geometry(WORKLOADS["klein-4b-ref1024"], device_profile("flagship-npu"), rates, LEVELS, CACHEGEN)
 
 
@@ -55,11 +56,28 @@ def test_the_hybrid_fetches_the_template_jpeg_and_its_vae_makes_the_source_befor
     for g, source in [(klein, klein.image_bytes), (from_latents, latents)]:
         edit = _sim(g, 0.2).run("sakura")  # so slow a link that the phone computes every block
         assert all(s.computed for s in edit.shards)
-        assert edit.preamble_bytes == g.manifest_bytes + g.context_bytes + source
+        assert edit.preamble_bytes == g.unhashed_manifest_bytes + g.context_bytes + source  # no shard hashes
         prepare = g.reference_encode_s if g.image_bytes else 0.0
         first = edit.shards[0]
         assert first.consumed_at - first.needed_at == pytest.approx(prepare + g.shard_compute_s[0])
     assert _sim(klein, 0.2).run("sakura").latency_s < _sim(from_latents, 0.2).run("sakura").latency_s
+
+
+def test_a_computing_phone_fetches_the_shard_hashes_only_before_its_first_fetched_shard(klein):
+    """Its manifest comes without them (``?hashes=0``): a phone that computes every block never
+    fetches them; one that fetches pays their bytes once, before its first shard; a fetch-only
+    phone gets them in its manifest."""
+    assert klein.unhashed_manifest_bytes + klein.shard_hashes_bytes <= klein.manifest_bytes * 1.1
+    preamble = klein.unhashed_manifest_bytes + klein.context_bytes + klein.image_bytes
+    fast = _sim(klein, 500.0)
+    fetching = fast.run("sakura")
+    assert not all(s.computed for s in fetching.shards)
+    assert fetching.preamble_bytes == preamble + klein.shard_hashes_bytes
+    first = min(s.requested_at for s in fetching.shards if not s.computed)
+    preamble_done = fast.preamble_done(klein.context_bytes + klein.image_bytes, hashed=False)
+    assert first >= fast.fetched(preamble_done, klein.shard_hashes_bytes) - 1e-9  # requested once they are in
+    assert fast.run("sakura-fetch-only").preamble_bytes == klein.manifest_bytes + klein.context_bytes
+    assert _sim(klein, 500.0, warm_template=True).run("sakura").preamble_bytes == 0
 
 
 def test_the_uncached_phone_pays_the_reference_pass_at_every_step(klein):

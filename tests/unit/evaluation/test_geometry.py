@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from sakura.evaluation import IDENTICAL_DB, TOKEN_RATIOS
@@ -43,3 +45,24 @@ def test_fidelity_of_plans(measured):
     mixed = fidelity.psnr(("compact",) + ("full",) * (n - 1))
     assert compact < mixed
     assert fidelity.psnr(("cachegen-low",) * n) < fidelity.psnr(("cachegen-fine",) * n)
+
+
+def test_a_manifests_shard_entries_are_measured_apart_from_its_header(measured):
+    """A model with a hundred times the shards is charged a hundred times the shard entries, not a
+    hundred times this manifest (its header is most of a six-shard manifest's bytes)."""
+    case, g, _ = measured
+    phone = case.manifest.for_phone()
+    wire = g.manifest
+    assert g.manifest_bytes == len(phone.to_wire())
+    assert g.unhashed_manifest_bytes == len(phone.without_hashes().to_wire())
+    assert 32 * len(phone.levels) <= wire.per_shard - wire.unhashed_per_shard  # a sha256 does not compress
+    assert wire.per_shard < g.manifest_bytes / g.shards
+    many = 24 * g.shards
+    fresh = lambda s: {name: p.model_copy(update={"sha256": os.urandom(32).hex()})  # noqa: E731
+                       for name, p in s.levels.items()}
+    shards = [s.model_copy(update={"index": i, "levels": fresh(s)})
+              for i, s in enumerate(phone.shards[j % g.shards] for j in range(many))]
+    real = phone.model_copy(update={"shards": shards})
+    assert wire.bytes(many) == pytest.approx(len(real.to_wire()), rel=0.1)
+    assert wire.bytes(many, hashed=False) == pytest.approx(len(real.without_hashes().to_wire()), rel=0.1)
+    assert g.shard_hashes_bytes == len(phone.shard_digests())

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sakura.evaluation.architectures import edit_flops, klein_architecture
+from sakura.evaluation.geometry import ManifestWire
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.workloads import WORKLOADS, Analytic, CodecRates, Measured, analytic_geometry, workload_spec
 from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, KLEIN_CHECK
@@ -54,7 +55,7 @@ def test_analytic_klein_blocks_equal_the_measured_capture(name, arch, resolution
 def _geometry(spec: Analytic, profile: str = "flagship-npu"):
     levels, cachegen = ["compact", "medium", "full"], ["cachegen-low", "cachegen-coarse", "cachegen-fine"]
     rates = CodecRates("test", {lv: 1 / (i + 2) for i, lv in enumerate(levels + cachegen)},
-                       {lv: 1e-9 for lv in levels + cachegen}, 150.0, "full")
+                       {lv: 1e-9 for lv in levels + cachegen}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
     return analytic_geometry(spec, device_profile(profile), rates, levels, cachegen), rates
 
 
