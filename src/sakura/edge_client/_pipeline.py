@@ -309,7 +309,7 @@ class EditPipeline:
             decode_s={lvl: self.compute_model.decode_s(lvl, self._mean_size[lvl]) for lvl in self._levels},
             compute_start=self.timeline.compute_start, last_consumed=self.kv.last_consumed,
             template_compute=template_s, computed=[j for j, d in enumerate(self._decided) if d == COMPUTE],
-            can_compute=can_compute and self._may_compute(index),
+            can_compute=can_compute and self._may_compute(index), hashes_bytes=self.fetcher.hashes.pending_bytes,
         )
 
     def _may_compute(self, index: int) -> bool:

@@ -289,7 +289,8 @@ class EdgeSession:
                     self.cache.write_object(template, version, SHARD_HASHES, data)
             return data
 
-        return ShardHashes(manifest, load)
+        return ShardHashes(manifest, load, kept=self.cache is not None and self.cache.has_object(
+            template, version, SHARD_HASHES))
 
     def _download_object(self, path: str, entry: PhoneObject | PhoneImage | PhoneHashes,
                          cancel: threading.Event | None) -> bytes:

@@ -15,16 +15,20 @@ from sakura.platform.manifest import ManifestError, PhoneManifest
 
 
 class ShardHashes:
-    def __init__(self, manifest: PhoneManifest, load: Callable[[], bytes] | None = None) -> None:
-        """``load``: the shard hashes object's bytes, verified (needed only when ``manifest`` lacks them)."""
+    def __init__(self, manifest: PhoneManifest, load: Callable[[], bytes] | None = None, *, kept: bool = False) -> None:
+        """``load``: the shard hashes object's bytes, verified (needed only when ``manifest`` lacks
+        them); ``kept``: it reads them from the phone's cache, not the link."""
         if not manifest.hashed and load is None:
             raise ManifestError(f"{manifest.template_id} v{manifest.version} came without its shards' sha256s")
-        self._manifest, self._load = manifest, load
+        self._manifest, self._load, self._kept = manifest, load, kept
         self._lock = threading.Lock()
 
     @property
-    def loaded(self) -> bool:
-        return self._manifest.hashed
+    def pending_bytes(self) -> int:
+        """What the link must still bring before a shard can be checked (the planner's
+        ``PlanContext.hashes_bytes``): the shard hashes object, 0 once on the phone."""
+        ref = self._manifest.shard_hashes
+        return 0 if self._manifest.hashed or self._kept or ref is None else ref.length
 
     def sha256(self, index: int, level: str) -> str:
         with self._lock:

@@ -89,6 +89,9 @@ class PlanContext:
     pass_shards: int = 0
     #: Whether shard ``index`` may still be computed (every earlier shard of its pass was).
     can_compute: bool = False
+    #: Bytes the first shard fetched waits for, in a response of their own: the shard hashes
+    #: object of a manifest that came without them (0 once it is on the phone).
+    hashes_bytes: int = 0
 
     def size(self, level: str, index: int | None = None) -> int:
         return self.shards[self.index if index is None else index].sizes[level]
@@ -116,6 +119,7 @@ class PlanState:
     quality: float = 0.0
     stall: float = 0.0
     computing: float = 0.0  # seconds the phone spent computing template KV
+    hashes_due: int = 0  # bytes the next fetch waits for first (``PlanContext.hashes_bytes``)
 
     def score(self, penalty: float) -> float:
         return self.quality - penalty * (self.stall + self.computing)
@@ -124,15 +128,15 @@ class PlanState:
 def start_state(ctx: PlanContext) -> PlanState:
     link_free = ctx.now if ctx.link_free_at is None else max(ctx.now, ctx.link_free_at)
     return PlanState(fetch_free=link_free, decode_free=max(ctx.decode_free_at, ctx.now), ready=ctx.ready_at,
-                     next_request=ctx.now)
+                     next_request=ctx.now, hashes_due=ctx.hashes_bytes)
 
 
 def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer: TransferTime) -> PlanState:
     """The state after shard ``index`` is fetched at ``level`` (or computed), decoded and consumed."""
     if level == COMPUTE:
         return _computed(state, ctx, index)
-    arrival, next_request = _arrival(state.fetch_free, state.next_request, ctx.shards[index].sizes[level], ctx.rtt_s,
-                                     transfer)
+    fetch_free, request = _hashes_first(state.fetch_free, state.next_request, state.hashes_due, ctx.rtt_s, transfer)
+    arrival, next_request = _arrival(fetch_free, request, ctx.shards[index].sizes[level], ctx.rtt_s, transfer)
     decoded = max(arrival, state.decode_free) + ctx.decode_s.get(level, 0.0)
     consumed = max(decoded, state.ready)
     return PlanState(
@@ -144,6 +148,16 @@ def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer
         stall=state.stall + max(0.0, decoded - state.ready),
         computing=state.computing,
     )
+
+
+def _hashes_first(link_free: float, request: float, hashes: int, rtt_s: float,
+                  transfer: TransferTime) -> tuple[float, float]:
+    """Where the link and the next request stand once the ``hashes`` bytes a shard fetch waits for
+    have arrived (the live fetcher asks for its shard only then)."""
+    if not hashes:
+        return link_free, request
+    arrival, _ = _arrival(link_free, request, hashes, rtt_s, transfer)
+    return arrival, arrival
 
 
 def _arrival(link_free: float, request: float, size: int, rtt_s: float, transfer: TransferTime) -> tuple[float, float]:
@@ -161,7 +175,7 @@ def _computed(state: PlanState, ctx: PlanContext, index: int) -> PlanState:
     seconds = ctx.template_compute[index]
     return PlanState(fetch_free=state.fetch_free, decode_free=state.decode_free, next_request=state.next_request,
                      ready=state.ready + seconds + ctx.compute[index], stall=state.stall,
-                     computing=state.computing + seconds,
+                     computing=state.computing + seconds, hashes_due=state.hashes_due,
                      quality=state.quality + ctx.shards[index].weight * max(ctx.utility.values()))
 
 
@@ -216,6 +230,8 @@ def _taken_back(ctx: PlanContext, top: int, k: int, level: str, transfer: Transf
     """The state once the model has taken ``ctx.index..top``, the top ``k`` fetched top down at ``level``."""
     state = start_state(ctx)
     fetch_free, request, decode_free = state.fetch_free, state.next_request, state.decode_free
+    if k:
+        fetch_free, request = _hashes_first(fetch_free, request, state.hashes_due, ctx.rtt_s, transfer)
     decoded: dict[int, float] = {}
     for index in range(top, top - k, -1):
         fetch_free, request = _arrival(fetch_free, request, ctx.shards[index].sizes[level], ctx.rtt_s, transfer)
@@ -285,7 +301,8 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
                  startup: float, decode_s: dict[str, float], compute_start: float,
                  last_consumed: tuple[int, float] | None, decode_free_at: float | None = None,
                  link_free_at: float | None = None, template_compute: Sequence[float] = (),
-                 computed: Sequence[int] = (), can_compute: bool = False, pass_shards: int = 0) -> PlanContext:
+                 computed: Sequence[int] = (), can_compute: bool = False, pass_shards: int = 0,
+                 hashes_bytes: int = 0) -> PlanContext:
     """The context of shard ``index`` at ``now``, for the live pipeline and the simulator alike.
 
     ``compute``/``startup``: the compute the stage is known to do after each shard / before the
@@ -304,4 +321,5 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
         now=now, index=index, levels=tuple(levels), shards=tuple(shards), utility=utility, estimate=estimate,
         rtt_s=rtt_s, compute=tuple(compute), decode_s=decode_s, ready_at=ready,
         decode_free_at=now if decode_free_at is None else decode_free_at, link_free_at=link_free_at,
-        template_compute=tuple(template_compute), can_compute=can_compute, pass_shards=pass_shards)
+        template_compute=tuple(template_compute), can_compute=can_compute, pass_shards=pass_shards,
+        hashes_bytes=hashes_bytes)

@@ -443,13 +443,14 @@ class EditSimulator:
     def _run_context(self, i: int, run: _Run, can_compute: bool = False) -> PlanContext:
         edit = run.stages.edit
         return self._context(i, run.t, run.est, edit.shards, edit.compute_start, run.stages.decode_free,
-                             run.link_free, can_compute, run.left)
+                             run.link_free, can_compute, run.left, self.g.shard_hashes_bytes if run.hashes_due else 0)
 
     def _context(self, i: int, now: float, est: BandwidthEstimator, done: list[ShardTiming], compute_start: float,
                  decode_free: float, link_free: float, can_compute: bool = False,
-                 left: Sequence[ShardTiming] = ()) -> PlanContext:
+                 left: Sequence[ShardTiming] = (), hashes_bytes: int = 0) -> PlanContext:
         """What the live pipeline's policy would know at ``now`` (``done``: the shards consumed so
-        far; ``left``: those left to the phone it has not reached yet)."""
+        far; ``left``: those left to the phone it has not reached yet; ``hashes_bytes``: the shard
+        hashes object, while the first fetched shard still waits for it)."""
         g = self.g
         startup, gaps = g.startup_s, list(g.gaps_s)
         if self.cold:  # a fresh session learns compute times as the model asks for shards
@@ -464,7 +465,7 @@ class EditSimulator:
                             decode_free_at=decode_free, link_free_at=link_free,
                             template_compute=self._template_s(done) if can_compute else (),
                             computed=[s.index for s in (*done, *left) if s.computed],
-                            pass_shards=self.g.shards_per_step, can_compute=can_compute)
+                            pass_shards=self.g.shards_per_step, can_compute=can_compute, hashes_bytes=hashes_bytes)
 
 
 @dataclass

@@ -66,6 +66,23 @@ def test_in_between_the_split_beats_both_pure_plans():
     assert finish(c, hybrid, rate) < min(finish(c, [lv] * N, rate) for lv in LEVELS)
 
 
+def test_the_shard_hashes_a_fetch_waits_for_cost_it_a_round_trip_and_their_bytes_once():
+    """A phone whose manifest came without the shards' sha256s fetches them before its first shard:
+    the planner charges that to the first fetch only, so a split that fetches starts later, and a
+    link fast enough to fetch everything without them may no longer be worth a round trip more."""
+    rate, hashes = 1e6, N * len(LEVELS) * 32
+    plain, pending = ctx(rate), replace(ctx(rate), hashes_bytes=hashes)
+    fetched = simulate(plain, ["compact"] * N, constant_rate(rate))
+    waited = simulate(pending, ["compact"] * N, constant_rate(rate))
+    first_wait = plain.rtt_s + hashes / rate  # the hashes' request, then their bytes, before the shard's request
+    assert waited.fetch_free == pytest.approx(fetched.fetch_free + first_wait)
+    assert simulate(pending, [COMPUTE] * N, constant_rate(rate)).ready == pytest.approx(N * (TEMPLATE_S + LAYER_S))
+    fast = 1e9  # shards arrive in no time: the round trips are the cost, and the phone hides them
+    cheap = replace(ctx(fast), template_compute=(plain.rtt_s / 2,) * N)
+    splits = [best_split(replace(cheap, hashes_bytes=b), constant_rate(fast)) for b in (0, hashes)]
+    assert 0 < splits[0] < splits[1] < N  # one more round trip to hide: more blocks computed meanwhile
+
+
 def test_the_split_is_the_best_of_every_prefix():
     rate = 1e6
     c = ctx(rate)
