@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--plots", type=Path)
     p.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="repeatable (default: reference)")
+    p.add_argument("--system", action="append", choices=SYSTEMS,
+                   help="repeatable (default: all); e.g. leave out the oracle, most of a per-step model's run time")
     p.add_argument("--library", help="store URI of a library with the example templates (default: build one)")
     p.add_argument("--steps", type=int, help="denoising steps to build measured templates for (default: the model's)")
     p.add_argument("--device-profile", choices=sorted(PROFILES),
@@ -101,11 +103,13 @@ def evaluate(name: str, measure, families, rtt: float, args) -> dict:
         fidelity = reference.fidelity
     print(_geometry_line(geometries[0], profile.name), flush=True)
     psnr_of = (lambda run, edit: fidelity[run.case].psnr(tuple(edit.levels))) if fidelity else None
-    kw = dict(starts=args.starts, rtt_s=rtt, floors=floors, skip_hopeless=analytic)
+    systems = tuple(args.system or SYSTEMS)
+    kw = dict(starts=args.starts, rtt_s=rtt, floors=floors, skip_hopeless=analytic, systems=systems)
     runs = simulate_runs(geometries, families, **kw)
-    report = summarize(runs, SYSTEMS, psnr_of)
-    report["warm"] = summarize(simulate_runs(geometries, families, warm_template=True, **kw), SYSTEMS, psnr_of)
-    report["cachegen_slo"] = _slo_sweep(runs, rtt)
+    report = summarize(runs, systems, psnr_of)
+    report["warm"] = summarize(simulate_runs(geometries, families, warm_template=True, **kw), systems, psnr_of)
+    if "cachegen" in systems:
+        report["cachegen_slo"] = _slo_sweep(runs, rtt)
     if not analytic:
         report["ondevice_by_token_ratio"] = _by_token_ratio(runs, geometries, rtt)
     report["setup"] = _setup(geometries, profile, args, reference.model if analytic else None)
@@ -153,6 +157,7 @@ def _setup(geometries, profile, args, rates_from: str | None) -> dict:
         "example_token_ratio": g.template_tokens / g.request_tokens, "device_profile": profile.name,
         "compute_factor": profile.compute_factor, "cpu_factor": profile.cpu_factor, "rtt_ms": args.rtt_ms,
         "server_ms": args.server_ms, "starts_per_trace": args.starts, "codec_rates_from": rates_from,
+        "systems": list(args.system or SYSTEMS),
         "bytes_per_level": {lv: statistics.mean(sum(x.sizes[lv]) for x in geometries) for lv in g.sizes},
         "compute_only_s": statistics.mean(x.compute_s for x in geometries),
         "ondevice_compute_s": {s: statistics.mean(x.ondevice_compute_s(s) for x in geometries)
