@@ -112,7 +112,7 @@ def evaluate(name: str, measure, families, rtt: float, args) -> dict:
         report["cachegen_slo"] = _slo_sweep(runs, rtt)
     if not analytic:
         report["ondevice_by_token_ratio"] = _by_token_ratio(runs, geometries, rtt)
-    report["setup"] = _setup(geometries, profile, args, reference.model if analytic else None)
+    report["setup"] = _setup(geometries, profile, args, reference.model if analytic else None, systems)
     if args.plots:
         from sakura.evaluation.plots import write_plots
 
@@ -149,7 +149,7 @@ def _by_token_ratio(runs: list[Run], geometries, rtt: float) -> dict[str, dict[s
             for group, members in groups(list(sakura)).items()}
 
 
-def _setup(geometries, profile, args, rates_from: str | None) -> dict:
+def _setup(geometries, profile, args, rates_from: str | None, systems: tuple[str, ...]) -> dict:
     g = geometries[0]
     return {
         "workload": g.template if rates_from else "measured:" + g.model, "model": g.model, "steps": g.steps,
@@ -157,7 +157,7 @@ def _setup(geometries, profile, args, rates_from: str | None) -> dict:
         "example_token_ratio": g.template_tokens / g.request_tokens, "device_profile": profile.name,
         "compute_factor": profile.compute_factor, "cpu_factor": profile.cpu_factor, "rtt_ms": args.rtt_ms,
         "server_ms": args.server_ms, "starts_per_trace": args.starts, "codec_rates_from": rates_from,
-        "systems": list(args.system or SYSTEMS),
+        "systems": list(systems),
         "bytes_per_level": {lv: statistics.mean(sum(x.sizes[lv]) for x in geometries) for lv in g.sizes},
         "compute_only_s": statistics.mean(x.compute_s for x in geometries),
         "ondevice_compute_s": {s: statistics.mean(x.ondevice_compute_s(s) for x in geometries)
