@@ -61,9 +61,10 @@ class FirstShard:
             self._arrived_at = self._clock()
             self._done.set()
 
-    def smallest_level(self, manifest: PhoneManifest) -> str:
-        shard = manifest.shards[0]
-        return next(level.name for level in manifest.levels if level.name in shard.levels)
+    def smallest_level(self, manifest: PhoneManifest) -> str | None:
+        """The level the server sends as the smallest, if this phone reads it (else the shard is useless)."""
+        level = manifest.levels[0].name
+        return level if level in manifest.readable_levels() else None
 
     def take(self, manifest: PhoneManifest, hashes: ShardHashes, cancel: CancelFlag) -> FirstShardBytes | None:
         """The shard once it has arrived, if it is the one ``manifest`` lists; None otherwise."""
@@ -72,7 +73,7 @@ class FirstShard:
                 self.close()
                 return None
         reply, level = self._reply, self.smallest_level(manifest)
-        if reply is None or reply.first_byte_at is None:
+        if reply is None or reply.first_byte_at is None or level is None:
             return None
         location = manifest.shards[0].levels[level]
         genuine = (reply.headers.get("x-sakura-version") == str(manifest.version)

@@ -79,11 +79,14 @@ class EditPipeline:
         max_ahead: int | None = None,
         max_in_flight: int = MAX_IN_FLIGHT,
         template: TemplateComputer | None = None,
+        factored: bool = False,
     ) -> None:
         self.manifest, self.fetcher, self.policy, self.limits = manifest, fetcher, policy, limits
         self.estimator, self.compute_model, self.clock = estimator, compute_model, clock
         self.device = device or Device()
         self.template = template
+        #: Hand version 2 shards to the model as factors (a model that attends to them so), else K and V.
+        self.factored = factored
         #: Per shard: COMPUTE once the fetch stage left it to the phone, "fetch" once it requested it.
         self._decided: list[str | None] = [None] * len(manifest.shards)
         #: Per shard being downloaded: set when the phone computed it, which stops the download.
@@ -101,14 +104,17 @@ class EditPipeline:
         self._encoded: queue.Queue[tuple[int, str, bytes]] = queue.Queue(maxsize=max_ahead)
         self.kv = StreamingKV(self, max_ahead)
         self.timeline = Timeline(policy.name, [ShardTiming(i, str(s.key)) for i, s in enumerate(manifest.shards)])
-        levels = [lvl.name for lvl in manifest.levels]
+        levels = manifest.readable_levels()  # a level in a wire format this decoder lacks is never fetched
+        if not levels:
+            raise ConfigError(f"this app decodes none of the levels of {manifest.template_id} v{manifest.version} "
+                              f"(formats {sorted({lvl.format for lvl in manifest.levels})}): update it")
         self._levels = tuple(levels)
-        self._utility = level_utility({lvl.name: lvl.bytes for lvl in manifest.levels})
+        self._utility = level_utility({lvl.name: lvl.bytes for lvl in manifest.levels if lvl.name in levels})
         weights = normalised_weights([s.weight for s in manifest.shards])
         cached = [set(fetcher.cached_levels(i)) for i in range(len(manifest.shards))]
         # What each shard costs at each level (cached levels are free): fixed for the whole edit.
         self._options = tuple(
-            ShardOption({lvl: 0 if lvl in cached[i] else loc.length for lvl, loc in s.levels.items()}, weights[i])
+            ShardOption({lvl: 0 if lvl in cached[i] else s.levels[lvl].length for lvl in levels}, weights[i])
             for i, s in enumerate(manifest.shards))
         n = len(manifest.shards)
         self._mean_size = {lvl: sum(s.levels[lvl].length for s in manifest.shards) // n for lvl in self._levels}
@@ -348,7 +354,7 @@ class EditPipeline:
             geometry = self.limits.geometry
             try:
                 pair = decode_shard(data, expected_shape=geometry.shape, expected_dtype=geometry.dtype,
-                                    max_output_bytes=self.limits.max_output_bytes)
+                                    max_output_bytes=self.limits.max_output_bytes, factored=self.factored)
             except CodecError as exc:
                 raise CodecError(f"shard {index} ({level}) passed its sha256 but does not decode: {exc}") from None
             seconds = time.perf_counter() - started

@@ -346,7 +346,8 @@ class EdgeSession:
                                    self.shard_hashes(manifest, cancel))
             template_kv = self._template_computer(chosen, adapter, manifest, context, schedule, cancel, bundled)
             pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
-                                    limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv)
+                                    limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv,
+                                    factored=adapter.attends_factored)
             pipeline.timeline.manifest_s, pipeline.timeline.preamble_s = clock(), preamble_s
             pipeline.timeline.model_load_s, pipeline.timeline.precompute_s = model_load_s, encode_s
             try:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from sakura.edge_client.errors import EditCancelled
 from sakura.edge_client.planning import COMPUTE
 from sakura.edge_client.timeline import Stall
-from sakura.platform.kv import KVPair, ShardKey
+from sakura.platform.kv import KVPair, KVShard, ShardKey
 
 if TYPE_CHECKING:
     from sakura.edge_client._pipeline import EditPipeline
@@ -33,7 +33,7 @@ class StreamingKV:
         self._keys = [s.key for s in m.shards]
         self._index = {key: i for i, key in enumerate(self._keys)}
         self._tokens = m.tokens.template
-        self._ready: dict[int, KVPair] = {}
+        self._ready: dict[int, KVShard] = {}
         self._computed: set[int] = set()
         self._last: tuple[int, float] | None = None  # last consumed shard, when
         self.cond = threading.Condition()
@@ -50,7 +50,7 @@ class StreamingKV:
         with self.cond:
             return index in self._computed
 
-    def offer(self, index: int, pair: KVPair) -> None:
+    def offer(self, index: int, pair: KVShard) -> None:
         """Decode stage: hand a shard over, waiting while the model is ``max_ahead`` shards behind."""
         p = self.pipeline
         with self.cond:
@@ -60,7 +60,7 @@ class StreamingKV:
                 self._ready[index] = pair
             self.cond.notify_all()
 
-    def __getitem__(self, key: ShardKey) -> KVPair:
+    def __getitem__(self, key: ShardKey) -> KVShard:
         p = self.pipeline
         index = self._index[key]
         self._account_compute(index)

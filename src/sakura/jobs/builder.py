@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sakura.platform import layout
-from sakura.platform.codec import LevelSpec, encode_shard
+from sakura.platform.codec import LevelSpec, QueryProbe, encode_shards
 from sakura.platform.context import encode_context
 from sakura.platform.images import fit_image, image_bytes_identity, load_image
 from sakura.platform.importance import from_attention, from_key_norms
+from sakura.platform.kv import TemplateKV
 from sakura.platform.levelfile import ShardRow, build_level_file
 from sakura.platform.library import TemplateLibrary, write_once
 from sakura.platform.manifest import (
@@ -31,7 +32,7 @@ from sakura.platform.manifest import (
     ShardEntry,
     TokenLayout,
 )
-from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_model
+from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template, load_model, query_probe
 from sakura.platform.spec import TemplateEntry
 from sakura.platform.template_image import IMAGE_FORMAT, TEMPLATE_IMAGE, template_for
 
@@ -56,9 +57,10 @@ class BuildSettings:
 
     def hash_material(self) -> dict:
         # format 2: versions ship source objects; 3: the template's image, published as a JPEG, which
-        # everything is built from. A rebuild of an older format's version publishes anew.
+        # everything is built from; 4: transform levels measure their error on the first calibration
+        # edit's queries. A rebuild of an older format's version publishes anew.
         return {"levels": [lv.model_dump(mode="json") for lv in self.levels], "steps": self.steps,
-                "strength": self.strength, "calibration": self.calibration, "format": 3}
+                "strength": self.strength, "calibration": self.calibration, "format": 4}
 
 
 @dataclass
@@ -119,6 +121,18 @@ class TemplateBuilder:
         return ImageEntry(name=TEMPLATE_IMAGE, key=key, format=IMAGE_FORMAT, width=resolution, height=resolution,
                           length=len(jpeg), sha256=hashlib.sha256(jpeg).hexdigest())
 
+    def _probes(self, kv: TemplateKV, template: Template, photo: str, schedule: Schedule,
+                context: dict) -> list[QueryProbe | None] | None:
+        """Each shard's queries in the first calibration edit, which transform levels measure their
+        error on; None where the model exposes no queries (its own keys then stand in)."""
+        adapter = self.adapter
+        if not adapter.supports_probe:
+            return None
+        probe: dict = {}
+        request = EditRequest(fit_image(load_image(photo), adapter.resolution), seed=0)
+        adapter.replay(kv, template.prompt, request, schedule, probe=probe, context=context)
+        return [query_probe(probe[key]) if key in probe else None for key in kv.keys]
+
     def build(self, job: BuildJob) -> BuildOutcome:
         start = time.perf_counter()
         entry, adapter, s = job.entry, self.adapter, self.settings
@@ -137,19 +151,22 @@ class TemplateBuilder:
         else:
             scores = from_key_norms(kv)
         keys = kv.keys
+        template_context = adapter.template_context(template)
+        probes = (self._probes(kv, template, photos[0], schedule, template_context)
+                  if any(level.transform for level in s.levels) else None)
         levels, locations = [], {}
         for level in s.levels:
-            rows = [ShardRow(i, key, encode_shard(kv[key], level, scores[key])) for i, key in enumerate(keys)]
-            data, locs = build_level_file(rows)
+            payloads = encode_shards([kv[key] for key in keys], level, [scores[key] for key in keys], probes)
+            data, locs = build_level_file([ShardRow(i, key, p) for i, (key, p) in enumerate(zip(keys, payloads))])
             object_key = layout.level_key(entry.id, job.version, level.name)
             write_once(self.library.tier(level.name), object_key, data)  # never overwrites another build's file
             levels.append(LevelEntry(name=level.name, store=self.library.tier_uri(level.name), key=object_key,
-                                     bytes=len(data), spec=level.model_dump(mode="json")))
+                                     bytes=len(data), spec=level.model_dump(mode="json"), format=level.format))
             locations[level.name] = locs
         importance_key = layout.importance_key(entry.id, job.version)
         write_once(self.library.store, importance_key, scores.to_bytes())
         context = [self._write_context(entry.id, job.version, name, array)
-                   for name, array in sorted(adapter.template_context(template).items())]
+                   for name, array in sorted(template_context.items())]
         source = [self._write_context(entry.id, job.version, name, array)
                   for name, array in sorted(adapter.template_source(template).items())]
         info = adapter.info()

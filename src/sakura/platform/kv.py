@@ -66,6 +66,63 @@ class KVPair:
         return int(self.k.nbytes + self.v.nbytes)
 
 
+@dataclass(frozen=True)
+class LowRank:
+    """A ``tokens x width`` matrix as ``coefficients @ basis + mean`` (``basis`` None: the identity,
+    ``coefficients`` being the matrix less its mean). The phone may attend to it in this form."""
+
+    coefficients: np.ndarray  # (tokens, rank), float32
+    basis: np.ndarray | None  # (rank, width), float32
+    mean: np.ndarray  # (width,), float32
+
+    @property
+    def rank(self) -> int:
+        return int(self.coefficients.shape[1])
+
+    @property
+    def width(self) -> int:
+        return int(self.mean.shape[0])
+
+    def dense(self) -> np.ndarray:
+        """The matrix itself, float32."""
+        x = self.coefficients if self.basis is None else self.coefficients @ self.basis
+        return x + self.mean
+
+
+@dataclass(frozen=True)
+class FactoredPair:
+    """One shard's keys and values as low-rank factors over the heads' joint width (``heads x
+    head_dim``, the heads side by side): what a version 2 payload decodes to before K and V are
+    rebuilt. :meth:`dense` rebuilds them."""
+
+    k_factors: LowRank
+    v_factors: LowRank
+    heads: int
+    dtype: np.dtype
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        tokens, width = self.k_factors.coefficients.shape[0], self.k_factors.width
+        return (self.heads, tokens, width // self.heads)
+
+    def dense(self) -> KVPair:
+        heads, tokens, head_dim = self.shape
+
+        def heads_first(x: LowRank) -> np.ndarray:
+            return x.dense().reshape(tokens, heads, head_dim).transpose(1, 0, 2).astype(self.dtype)
+
+        return KVPair(heads_first(self.k_factors), heads_first(self.v_factors))
+
+
+#: A shard as replay may receive it: K and V, or their factors.
+KVShard = KVPair | FactoredPair
+
+
+def dense(shard: KVShard) -> KVPair:
+    """K and V of a shard in either form."""
+    return shard.dense() if isinstance(shard, FactoredPair) else shard
+
+
 @dataclass
 class TemplateKV:
     """All shards of one template's KV for one model."""
@@ -146,4 +203,4 @@ class KVSource(Protocol):
     @property
     def template_tokens(self) -> int: ...
 
-    def __getitem__(self, key: ShardKey) -> KVPair: ...
+    def __getitem__(self, key: ShardKey) -> KVShard: ...

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import zstandard
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
+from sakura.platform.codec.format import FORMAT_VERSIONS
 from sakura.platform.codec.levels import LEVEL_NAME_PATTERN
 from sakura.platform.context import CONTEXT_NAME_PATTERN
 from sakura.platform.errors import SakuraError
@@ -28,7 +29,7 @@ from sakura.platform.layout import MAX_VERSION
 
 SCHEMA_VERSION: Final = 1
 #: The phone-facing view's schema, ``major.minor``: a minor bump only adds fields.
-PHONE_SCHEMA_VERSION = "1.2"  # 1.1: ``images``; 1.2: ``shard_hashes``
+PHONE_SCHEMA_VERSION = "1.3"  # 1.1: ``images``; 1.2: ``shard_hashes``; 1.3: a level's ``format``
 #: Bytes of one shard's digest at one level in the shard hashes object (:class:`PhoneHashes`).
 DIGEST_BYTES = 32
 MAX_MANIFEST_BYTES = 16 << 20
@@ -83,6 +84,9 @@ class PhoneLevel(_Tolerant):
     name: str = Field(pattern=LEVEL_NAME_PATTERN)
     bytes: int = Field(ge=0)
     spec: dict
+    #: The shard wire format version of this level's payloads (1 before schema 1.3): a phone
+    #: whose decoder lacks it leaves the level out (:meth:`PhoneManifest.readable_levels`).
+    format: int = Field(default=1, ge=1, le=255)
 
 
 class PhoneObject(_Tolerant):
@@ -231,6 +235,11 @@ class PhoneManifest(_Body, _Tolerant):
     images: list[PhoneImage] = Field(default_factory=list, max_length=MAX_LEVELS)
     #: The shard hashes object (None from a server older than 1.2, whose manifests list every sha256).
     shard_hashes: PhoneHashes | None = None
+
+    def readable_levels(self) -> list[str]:
+        """The levels this phone's decoder reads (format versions it knows), smallest first; the
+        others are never fetched. A manifest is useless to it with none, unless it computes."""
+        return [level.name for level in self.levels if level.format in FORMAT_VERSIONS]
 
     @property
     def hashed(self) -> bool:

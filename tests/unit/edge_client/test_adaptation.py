@@ -66,7 +66,7 @@ def test_a_fresh_session_keeps_the_link_busy_from_its_first_shard_on(api, refere
     """No rate known yet: the second request leaves when the first response's first byte arrives, so
     the second response follows the first without a round trip of idle link."""
     rtt = 0.1  # long enough that scheduling noise on a busy machine cannot pass for it
-    link = TraceLink(BandwidthTrace.constant(1.0), rtt_s=rtt)  # 36 kB shards: 0.3 s each, 2.2 chunks
+    link = TraceLink(BandwidthTrace.constant(0.3), rtt_s=rtt)  # 12-18 kB shards: 0.3-0.5 s each
     with EdgeSession(api.url, link=link, models=lambda _: reference_model) as session:
         link.start()
         shards = session.edit(load_image(PHOTO), TEMPLATE, 1, "fixed-medium").timeline.shards

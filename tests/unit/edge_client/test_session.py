@@ -107,9 +107,10 @@ def test_the_cache_stays_within_budget_and_evicts_the_least_recently_used_templa
     with EdgeSession(
         proxy.url, cache_dir=tmp_path, cache_budget_bytes=1_000_000, models=lambda _: reference_model
     ) as s:
-        s.edit(load_image(PHOTO), "portrait", version=1, policy="fixed-medium")
+        s.edit(load_image(PHOTO), "portrait", version=1, policy="fixed-full")  # ~1.57 MB: partly kept
         assert 0 < s.cache.used_bytes <= 1_000_000
-        s.edit(load_image(PHOTO), "scenery", version=1, policy="fixed-full")  # ~1.46 MB: cannot fit whole
+        assert s.cache.levels("portrait", 1, 0) == ["full"]
+        s.edit(load_image(PHOTO), "scenery", version=1, policy="fixed-full")  # cannot fit whole either
         assert s.cache.used_bytes <= 1_000_000
         assert s.cache.levels("portrait", 1, 0) == []  # evicted for the template in use
         partial = sum(bool(s.cache.levels("scenery", 1, i)) for i in range(6))

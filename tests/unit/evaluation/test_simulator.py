@@ -73,7 +73,7 @@ def test_a_cold_session_sends_its_second_request_at_the_first_byte_of_the_first(
     """Without a rate to time the first response by, the next request leaves at its first byte (as
     the live fetcher does), so the link does not idle a round trip between the first two shards."""
     _, g, _ = measured
-    edit = EditSimulator(g, steady(2.0), 1.0, rtt_s=0.05, cold=True).run("sakura-fetch-only")
+    edit = EditSimulator(g, steady(0.2), 1.0, rtt_s=0.05, cold=True).run("sakura-fetch-only")  # a shard > a round trip
     first, second = edit.shards[0], edit.shards[1]
     assert second.requested_at == pytest.approx(first.first_byte_at)
     assert second.first_byte_at == pytest.approx(first.arrived_at)  # bytes follow bytes

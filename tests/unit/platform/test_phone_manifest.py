@@ -31,14 +31,14 @@ from tests.unit.platform.library_helpers import synthetic_manifest
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / f"manifest-v{PHONE_SCHEMA_VERSION}.json"
 #: The goldens of earlier minor versions: what older servers send.
-EARLIER = [Path(__file__).resolve().parents[2] / "golden" / f"manifest-v{v}.json" for v in ("1.0", "1.1")]
+EARLIER = [Path(__file__).resolve().parents[2] / "golden" / f"manifest-v{v}.json" for v in ("1.0", "1.1", "1.2")]
 
 
 def stored_manifest() -> Manifest:
     """A fixed stored manifest with every server internal set: a level in another tier, object keys,
     row groups, an importance key."""
     base = synthetic_manifest("tpl", 3)
-    level = base.levels[0]
+    level = base.levels[0].model_copy(update={"format": 2})
     tiered = LevelEntry(name="full", store="s3://cold-tier/lib?endpoint=http://127.0.0.1:9", key="k/full.parquet",
                         bytes=level.bytes, spec={"bits": 16})
     shard = base.shards[0]
@@ -60,7 +60,7 @@ def test_the_golden_pins_the_phone_view_byte_for_byte():
 
 def test_the_phone_view_carries_no_store_uri_key_row_group_or_importance_key():
     doc = json.loads(GOLDEN.read_bytes())
-    assert set(doc["levels"][1]) == {"name", "bytes", "spec"}
+    assert set(doc["levels"][1]) == {"name", "bytes", "spec", "format"}
     assert set(doc["shards"][0]["levels"]["full"]) == {"length", "sha256"}
     assert set(doc["context"][0]) == {"name", "shape", "dtype", "length", "sha256"}
     assert set(doc["images"][0]) == {"name", "format", "width", "height", "length", "sha256"}
@@ -69,10 +69,20 @@ def test_the_phone_view_carries_no_store_uri_key_row_group_or_importance_key():
 
 
 def test_an_earlier_minor_version_is_read_and_what_it_lacks_is_empty():
-    v10, v11 = (PhoneManifest.from_wire(path.read_bytes()) for path in EARLIER)
+    v10, v11, v12 = (PhoneManifest.from_wire(path.read_bytes()) for path in EARLIER)
     assert v10.schema_version == "1.0" and v10.images == [] and v10.context_object("prompt_embeds")
     assert v11.schema_version == "1.1" and v11.images and v11.shard_hashes is None and v11.hashed
-    assert v10.shards == v11.shards == stored_manifest().for_phone().shards
+    assert v12.schema_version == "1.2" and v12.shard_hashes is not None
+    assert v10.shards == v11.shards == v12.shards == stored_manifest().for_phone().shards
+    assert all(level.format == 1 for v in (v10, v11, v12) for level in v.levels)  # before 1.3: format v1
+
+
+def test_a_level_in_a_format_this_phone_cannot_decode_is_left_out():
+    doc = json.loads(GOLDEN.read_bytes())
+    assert [level["format"] for level in doc["levels"]] == [2, 1]
+    assert PhoneManifest.from_wire(GOLDEN.read_bytes()).readable_levels() == ["compact", "full"]
+    doc["levels"][0]["format"] = 3  # a later server's format
+    assert PhoneManifest.from_wire(json.dumps(doc).encode()).readable_levels() == ["full"]
 
 
 def test_a_manifest_without_its_shard_hashes_gets_them_back_from_the_hashes_object():

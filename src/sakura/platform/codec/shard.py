@@ -1,31 +1,55 @@
-"""Encode one shard's K and V at a level; decode any payload back to K and V."""
+"""Encode shards at a level; decode any payload back to K and V (or their factors)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Literal, overload
+
 import numpy as np
 
-from sakura.platform.codec import quant
+from sakura.platform.codec import lowrank, quant
+from sakura.platform.codec.container import DTYPE_CODES, Expectation
+from sakura.platform.codec.distortion import QueryProbe
 from sakura.platform.codec.format import (
-    DTYPE_CODES,
     KIND_LOSSLESS,
     KIND_QUANTIZED,
-    Expectation,
     ShardHeader,
     read_payload,
     write_payload,
 )
+from sakura.platform.codec.format_v2 import LowRankHeader
 from sakura.platform.codec.levels import LevelSpec
+from sakura.platform.codec.transform import encode_transform
 from sakura.platform.errors import CodecError
 from sakura.platform.importance import key_norm_scores
-from sakura.platform.kv import KVPair
+from sakura.platform.kv import FactoredPair, KVPair, KVShard, LowRank
 
 
-def encode_shard(pair: KVPair, level: LevelSpec, importance: np.ndarray | None = None) -> bytes:
-    """Encode K and V of shape (heads, tokens, head_dim) at ``level``.
+def encode_shards(pairs: Sequence[KVPair], level: LevelSpec, importance: Sequence[np.ndarray | None] | None = None,
+                  probes: Sequence[QueryProbe | None] | None = None) -> list[bytes]:
+    """Encode a template's shards at ``level``, together: a transform level spreads its target's
+    error over them (:mod:`~sakura.platform.codec.transform`), measured on ``probes`` (each shard's
+    calibration queries; None: its own keys stand in). ``importance`` scores each shard's (head,
+    token) rows, higher is more important."""
+    importance = [None] * len(pairs) if importance is None else list(importance)
+    if level.transform is not None:
+        probes = [None] * len(pairs) if probes is None else list(probes)
+        return encode_transform(pairs, level, [None if s is None else np.asarray(s, np.float32) for s in importance],
+                                probes)
+    return [_encode_v1(pair, level, scores) for pair, scores in zip(pairs, importance, strict=True)]
+
+
+def encode_shard(pair: KVPair, level: LevelSpec, importance: np.ndarray | None = None,
+                 probe: QueryProbe | None = None) -> bytes:
+    """Encode K and V of shape (heads, tokens, head_dim) at ``level``, as a template of one shard.
 
     ``importance`` scores each (head, token) row, higher is more important; without it the
     rows are ranked by key norm (see :mod:`sakura.platform.importance`).
     """
+    return encode_shards([pair], level, [importance], [probe])[0]
+
+
+def _encode_v1(pair: KVPair, level: LevelSpec, importance: np.ndarray | None) -> bytes:
     dtype = pair.k.dtype
     if dtype not in DTYPE_CODES:
         raise CodecError(f"cannot encode dtype {dtype}; use float16 or float32")
@@ -59,33 +83,85 @@ def encode_shard(pair: KVPair, level: LevelSpec, importance: np.ndarray | None =
     return write_payload(header, sections, level.zstd_level)
 
 
+@overload
+def decode_shard(data: bytes, *, expected_shape: tuple[int, int, int] | None = None,
+                 expected_dtype: np.dtype | None = None, max_output_bytes: int | None = None,
+                 factored: Literal[False] = False) -> KVPair: ...
+
+
+@overload
+def decode_shard(data: bytes, *, expected_shape: tuple[int, int, int] | None = None,
+                 expected_dtype: np.dtype | None = None, max_output_bytes: int | None = None,
+                 factored: bool) -> KVShard: ...
+
+
 def decode_shard(
     data: bytes,
     *,
     expected_shape: tuple[int, int, int] | None = None,
     expected_dtype: np.dtype | None = None,
     max_output_bytes: int | None = None,
-) -> KVPair:
+    factored: bool = False,
+) -> KVShard:
     """Decode a payload. Any malformed, truncated or hostile input raises :class:`CodecError`.
 
     The expectations are checked on the header, before any section is decompressed: a caller
-    that knows its model passes them all, so a payload can never make it allocate more.
+    that knows its model passes them all, so a payload can never make it allocate more. With
+    ``factored``, a version 2 payload decodes to its factors (:class:`FactoredPair`), which replay
+    may attend to without rebuilding K and V; other payloads decode to K and V all the same.
     """
     try:
         header, sections = read_payload(data, Expectation(expected_shape, expected_dtype, max_output_bytes))
+        if isinstance(header, LowRankHeader):
+            with np.errstate(over="ignore", invalid="ignore"):
+                return _factors(header, sections, dense=not factored)
+        assert isinstance(header, ShardHeader)
         if header.kind == KIND_LOSSLESS:
             k, v = (np.frombuffer(s, dtype=header.dtype.newbyteorder("<")).reshape(header.shape) for s in sections)
             pair = KVPair(k.astype(header.dtype), v.astype(header.dtype))
         else:
             with np.errstate(over="ignore", invalid="ignore"):
                 pair = _dequantize(header, sections)
-        if not (np.isfinite(pair.k).all() and np.isfinite(pair.v).all()):
-            raise CodecError("shard decodes to non-finite values")
+        _check_finite(pair)
         return pair
     except CodecError:
         raise
     except Exception as exc:  # a safety net: no other exception type may escape the decoder
         raise CodecError(f"malformed shard payload: {type(exc).__name__}: {exc}") from None
+
+
+def _check_finite(pair: KVPair) -> None:
+    if not (np.isfinite(pair.k).all() and np.isfinite(pair.v).all()):
+        raise CodecError("shard decodes to non-finite values")
+
+
+def _factors(header: LowRankHeader, sections: list[bytes], *, dense: bool) -> KVShard:
+    """A version 2 payload's K and V (``dense``) or factors; either is checked finite."""
+    split = len(sections) - (4 if header.tensors[1].basis else 2)
+    parts = (sections[:split], sections[split:])
+    codes = [lowrank.from_sections(t, part, header.tokens, header.width) for t, part in zip(header.tensors, parts)]
+    factors = FactoredPair(codes[0].factors(), codes[1].factors(), header.heads, header.dtype)
+    if dense or not all(_surely_finite(f, header.dtype) for f in (factors.k_factors, factors.v_factors)):
+        pair = factors.dense()
+        _check_finite(pair)
+        if dense:
+            return pair
+    return factors
+
+
+def _surely_finite(x: LowRank, dtype: np.dtype) -> bool:
+    """Whether every entry of ``x`` is certainly finite in ``dtype``: a bound from the factors alone,
+    without rebuilding ``x`` (where it fails, the caller rebuilds and checks)."""
+    if not (np.isfinite(x.coefficients).all() and np.isfinite(x.mean).all()):
+        return False
+    if x.basis is None:
+        largest = float(np.abs(x.coefficients).max(initial=0.0))
+    else:
+        if not np.isfinite(x.basis).all():
+            return False
+        row_max = np.abs(x.basis).max(axis=1, initial=0.0).astype(np.float64)
+        largest = float((np.abs(x.coefficients).astype(np.float64) @ row_max).max(initial=0.0))
+    return largest + float(np.abs(x.mean).max(initial=0.0)) < float(np.finfo(dtype).max)
 
 
 def _dequantize(header: ShardHeader, sections: list[bytes]) -> KVPair:

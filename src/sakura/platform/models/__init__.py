@@ -1,6 +1,6 @@
 """Model adapters: capture template KV from a DiT and replay it without the template tokens."""
 
-from sakura.platform.models._attention import AttentionProbe
+from sakura.platform.models._attention import AttentionProbe, query_probe
 from sakura.platform.models._pixels import PixelCodec
 from sakura.platform.models.base import (
     CaptureResult,
@@ -29,5 +29,6 @@ __all__ = [
     "load_named_model",
     "model_fingerprint",
     "named_models",
+    "query_probe",
     "register_model",
 ]

@@ -27,8 +27,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sakura.platform.codec.distortion import MAX_QUERIES, QueryProbe
 from sakura.platform.errors import ModelError
 from sakura.platform.kv import KVPair, KVSource, ShardKey
+from sakura.platform.models._factored import ShardFactors, TemplateTensors, template_tensors
+from sakura.platform.models._factored import attend as attend_factored
 
 _MASS_HEAD_CHUNK = 4
 
@@ -54,6 +57,20 @@ class AttentionProbe:
         return F.scaled_dot_product_attention(self.query, key, value)
 
 
+def query_probe(probe: AttentionProbe, max_queries: int = MAX_QUERIES) -> QueryProbe:
+    """What the codec measures a shard's attention-output error with (:mod:`sakura.platform.codec.distortion`):
+    up to ``max_queries`` of the probe's queries, evenly spread, and their attention over the request's
+    own keys reduced to its log-sum-exp and output."""
+    query = probe.query[0].float()
+    picked = torch.from_numpy(np.unique(np.linspace(0, query.shape[1] - 1, min(query.shape[1], max_queries))
+                                        .round().astype(np.int64)))
+    q = query[:, picked]
+    logits = q @ probe.key[0].float().transpose(-1, -2) * q.shape[-1] ** -0.5
+    lse = torch.logsumexp(logits, dim=-1)
+    out = torch.softmax(logits, dim=-1) @ probe.value[0].float()
+    return QueryProbe(q.numpy().copy(), lse.numpy().copy(), out.numpy().copy())
+
+
 @dataclass
 class RunState:
     """What the attention processors need to know about the denoising call in progress."""
@@ -71,20 +88,21 @@ class RunState:
     probe: dict[ShardKey, AttentionProbe] | None = None
     #: How many steps' masses were summed into ``record_mass`` per shard (step-independent KV).
     mass_counts: dict[ShardKey, int] = field(default_factory=dict)
-    _replay_cache: dict[ShardKey, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    #: How many times replay attends to each shard: every step where template KV is step-independent.
+    uses_per_shard: int = 1
+    _replay_cache: dict[ShardKey, TemplateTensors] = field(default_factory=dict)
 
     @property
     def has_template_in_sequence(self) -> bool:
         return self.mode is not Mode.REPLAY
 
-    def cached_kv(self, key: ShardKey, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def cached_kv(self, key: ShardKey, like: torch.Tensor, queries: int) -> TemplateTensors:
+        """Shard ``key``'s template K and V as (1, heads, tokens, head_dim) tensors, or as factors where
+        the shard came factored and attending in that form counts fewer FLOPs (:mod:`._factored`)."""
         pair = self._replay_cache.get(key)
         if pair is None:
             assert self.replay_kv is not None
-            shard = self.replay_kv[key]
-            k = torch.from_numpy(np.ascontiguousarray(shard.k)).to(device=like.device, dtype=like.dtype)
-            v = torch.from_numpy(np.ascontiguousarray(shard.v)).to(device=like.device, dtype=like.dtype)
-            pair = (k.unsqueeze(0), v.unsqueeze(0))
+            pair = template_tensors(self.replay_kv[key], like, queries, self.uses_per_shard)
             self._replay_cache[key] = pair
         return pair
 
@@ -114,7 +132,10 @@ def template_attention(
     if state.mode is Mode.REPLAY:
         if state.probe is not None:
             state.probe[shard] = AttentionProbe(query.clone(), key.clone(), value.clone(), tpl_start)
-        k_tpl, v_tpl = state.cached_kv(shard, like=key)
+        template = state.cached_kv(shard, like=key, queries=query.shape[2])
+        if isinstance(template, ShardFactors):
+            return attend_factored(query, key, value, template)
+        k_tpl, v_tpl = template
         batch = key.shape[0]
         key = _insert(key, k_tpl.expand(batch, -1, -1, -1), tpl_start)
         value = _insert(value, v_tpl.expand(batch, -1, -1, -1), tpl_start)

@@ -96,6 +96,10 @@ class ModelAdapter(abc.ABC):
     #: Whether replay can hand each shard's queries to an attention probe (our own processors can;
     #: a pipeline's own KV seam cannot).
     supports_probe: bool = True
+    #: Whether replay takes a shard as low-rank factors (:class:`~sakura.platform.kv.FactoredPair`)
+    #: and attends to it in that form where cheaper (our own processors can; a pipeline's own KV
+    #: seam takes K and V, rebuilt).
+    attends_factored: bool = True
     #: True when :meth:`full` computes the template tokens once and reuses their KV (a KV-cached
     #: pipeline), False when it computes them at every step.
     full_caches_template: bool = False

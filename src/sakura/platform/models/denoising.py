@@ -92,7 +92,8 @@ class DenoisingAdapter(ModelAdapter):
         """Run the loop over request tokens only, attending to cached template KV (these
         families derive everything else from the prompt, so ``context`` is unused)."""
         self._check_kv(kv, schedule)
-        state = RunState(mode=Mode.REPLAY, template_tokens=kv.template_tokens, replay_kv=kv, probe=probe)
+        state = RunState(mode=Mode.REPLAY, template_tokens=kv.template_tokens, replay_kv=kv, probe=probe,
+                         uses_per_shard=1 if self.step_dependent else schedule.steps)
         return self._denoise(request, schedule, prompt, state, None)
 
     # -- shared machinery ----------------------------------------------------------------

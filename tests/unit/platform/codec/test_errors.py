@@ -7,12 +7,12 @@ import struct
 import pytest
 import zstandard
 
-from sakura.platform.codec import decode_shard, default_levels, encode_shard
+from sakura.platform.codec import decode_shard, encode_shard, v1_levels
 from sakura.platform.codec.format import HEADER, SECTION
 from sakura.platform.errors import CodecError
 from tests.unit.platform.codec.conftest import make_pair, resign
 
-LEVELS = default_levels()
+LEVELS = v1_levels()  # version 1 payloads (version 2's own: test_format_v2.py)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,8 @@ def with_header(payload: bytes, **changes) -> bytes:
     "changes, message",
     [
         (dict(magic=b"NOPE"), "bad magic"),
-        (dict(version=2), "unsupported shard format version 2"),
+        (dict(version=3), "unsupported shard format version 3"),
+        (dict(version=2), "unknown shard kind 1 for format version 2"),
         (dict(dtype=2), "unsupported dtype"),
         (dict(dtype=99), "unsupported dtype"),
         (dict(kind=7), "unknown shard kind"),

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sakura.platform.codec import decode_shard, default_levels, encode_shard, max_payload_bytes
-from sakura.platform.codec import format as wire
+from sakura.platform.codec import container, decode_shard, default_levels, encode_shard, max_payload_bytes, v1_levels
 from sakura.platform.errors import CodecError
 from tests.hypothesis_seed import name_the_seed, per_run_seed
 from tests.unit.platform.codec.conftest import make_pair
 
-LEVELS = default_levels()
+#: Every level a build may produce, of either wire format.
+LEVELS = {f"{lv.name}-v{lv.format}": lv for lv in (*v1_levels().values(), *default_levels().values())}
 
 
 @pytest.mark.parametrize("level", sorted(LEVELS))
@@ -27,7 +27,7 @@ LEVELS = default_levels()
 def test_a_payload_the_caller_does_not_expect_is_refused_before_decompressing(level, expect, message, monkeypatch):
     payload = encode_shard(make_pair(2, 8, 4), LEVELS[level])
     decompressed = []
-    monkeypatch.setattr(wire, "_decompress", lambda *a: decompressed.append(a) or b"")
+    monkeypatch.setattr(container, "decompress", lambda *a: decompressed.append(a) or b"")
     with pytest.raises(CodecError, match=message):
         decode_shard(payload, **expect)
     assert decompressed == []
@@ -35,7 +35,7 @@ def test_a_payload_the_caller_does_not_expect_is_refused_before_decompressing(le
 
 def test_a_payload_within_every_expectation_decodes():
     pair = make_pair(2, 8, 4)
-    got = decode_shard(encode_shard(pair, LEVELS["full"]), expected_shape=(2, 8, 4), expected_dtype=np.float16,
+    got = decode_shard(encode_shard(pair, LEVELS["full-v1"]), expected_shape=(2, 8, 4), expected_dtype=np.float16,
                        max_output_bytes=pair.nbytes)
     np.testing.assert_array_equal(got.k, pair.k)
 

@@ -3,12 +3,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sakura.platform.codec import decode_shard, default_levels, encode_shard, parse_levels, peek_header
+from sakura.platform.codec import decode_shard, default_levels, encode_shard, parse_levels, peek_header, v1_levels
 from sakura.platform.errors import CodecError
 from sakura.platform.kv import KVPair
 from tests.unit.platform.codec.conftest import make_pair
 
-LEVELS = default_levels()
+#: The class levels of wire format v1 (transform levels have tests of their own: test_transform.py).
+LEVELS = v1_levels()
+#: Every level a build may produce, of either format.
+EVERY_LEVEL = [*v1_levels().values(), *default_levels().values()]
 
 
 def rel_err(a: np.ndarray, b: np.ndarray) -> float:
@@ -50,15 +53,16 @@ def test_important_rows_keep_more_precision(pair):
 def test_non_power_of_two_head_dim_and_degenerate_shapes():
     for heads, tokens, dim in [(3, 7, 12), (1, 1, 1), (2, 5, 3)]:
         pair = make_pair(heads, tokens, dim)
-        for level in LEVELS.values():
+        for level in EVERY_LEVEL:
             out = decode_shard(encode_shard(pair, level))
             assert out.k.shape == (heads, tokens, dim)
             assert np.isfinite(out.k).all() and np.isfinite(out.v).all()
 
 
-def test_constant_values_survive():
+@pytest.mark.parametrize("level", EVERY_LEVEL, ids=lambda lv: f"{lv.name}-v{lv.format}")
+def test_constant_values_survive(level):
     const = np.full((2, 10, 8), 1.5, np.float16)
-    out = decode_shard(encode_shard(KVPair(const, const.copy()), LEVELS["compact"]))
+    out = decode_shard(encode_shard(KVPair(const, const.copy()), level))
     np.testing.assert_allclose(out.k.astype(np.float32), 1.5, atol=1e-3)
 
 
@@ -91,15 +95,18 @@ def test_duplicate_level_names_are_rejected():
         parse_levels([{"name": "a", "lossless": True}, {"name": "a", "lossless": True}])
 
 
-def test_encoder_rejects_bad_input(pair):
+@pytest.mark.parametrize("medium", [v1_levels()["medium"], default_levels()["medium"]], ids=["v1", "v2"])
+def test_encoder_rejects_bad_input(pair, medium):
     with pytest.raises(CodecError, match="dtype"):
         encode_shard(KVPair(pair.k.astype(np.int16), pair.v.astype(np.int16)), LEVELS["full"])
+    with pytest.raises(CodecError, match="dtype"):
+        encode_shard(KVPair(pair.k.astype(np.float64), pair.v.astype(np.float64)), medium)
     bad = pair.k.copy()
     bad[0, 0, 0] = np.nan
     with pytest.raises(CodecError, match="non-finite"):
-        encode_shard(KVPair(bad, pair.v), LEVELS["medium"])
+        encode_shard(KVPair(bad, pair.v), medium)
     with pytest.raises(CodecError, match="importance has shape"):
-        encode_shard(pair, LEVELS["medium"], np.ones((1, 2)))
+        encode_shard(pair, medium, np.ones((1, 2)))
 
 
 def test_expected_shape_is_enforced(pair):

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from sakura.platform.errors import ModelError
-from sakura.platform.kv import KVPair, KVSource, ShardKey, TemplateKV
+from sakura.platform.kv import KVPair, KVSource, ShardKey, TemplateKV, dense
 from sakura.platform.models._block_stream import stream_after_modules
 from sakura.platform.models.base import (
     CaptureResult,
@@ -63,7 +63,7 @@ def _stream_caches():
 
         def get(self) -> tuple[torch.Tensor, torch.Tensor]:
             if self.k_ref is None:
-                pair = self.source[self.key]
+                pair = dense(self.source[self.key])  # diffusers' processors take K and V as they are
                 self.store(_to_torch(pair.k, self.dtype), _to_torch(pair.v, self.dtype))
             return super().get()
 
@@ -102,6 +102,7 @@ class KleinAdapter(ModelAdapter):
     family = "flux2-klein"
     step_dependent = False
     supports_probe = False
+    attends_factored = False
     full_caches_template = True
     computes_template = True
     pipeline_class = "Flux2KleinKVPipeline"
