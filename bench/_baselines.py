@@ -15,7 +15,8 @@ import numpy as np
 import zstandard
 
 from sakura.evaluation.cachegen import Roundtrip
-from sakura.platform.codec import LevelSpec, decode_shard, encode_shard
+from sakura.platform.codec import LevelSpec, QueryProbe, decode_shard, encode_shards, peek_header
+from sakura.platform.codec.format_v2 import LowRankHeader
 from sakura.platform.kv import KVPair, ShardKey
 
 _Z = zstandard.ZstdCompressor(level=9)
@@ -36,8 +37,20 @@ def _timed(fn: Callable[[], object]) -> tuple[object, float]:
 
 
 @dataclass
+class TemplateTrip:
+    """A template's shards through a SAKURA level: each round trip, the seconds decoding to factors
+    took, and each version 2 shard's (K, V) rank (None: the identity basis)."""
+
+    trips: list[Roundtrip]
+    factored_s: float
+    ranks: list[tuple[int | None, int | None]]
+
+
+@dataclass
 class SakuraLevel:
-    """SAKURA's own codec at a level; ``random_ranking`` makes it importance-blind."""
+    """SAKURA's own codec at a level; ``random_ranking`` makes it importance-blind. A template's
+    shards are encoded together, as the build does (a transform level spreads its error over
+    them, measured on ``probes``: each shard's calibration queries)."""
 
     name: str
     level: LevelSpec
@@ -45,13 +58,30 @@ class SakuraLevel:
     description: str = ""
 
     def roundtrip(self, pair: KVPair, key: ShardKey, importance: np.ndarray, layers: int) -> Roundtrip:
-        scores = importance
-        if self.random_ranking:
-            seed = (key.layer + 1) * 1000 + (0 if key.step is None else key.step)
-            scores = np.random.default_rng(seed).random(importance.shape)
-        payload, enc = _timed(lambda: encode_shard(pair, self.level, scores))
-        out, dec = _timed(lambda: decode_shard(payload))
-        return Roundtrip(len(payload), out, enc, dec)
+        return self.roundtrip_template([pair], [key], [importance], None)[0][0]
+
+    def roundtrip_template(self, pairs: list[KVPair], keys: list[ShardKey], importance: list[np.ndarray],
+                           probes: list[QueryProbe | None] | None) -> TemplateTrip:
+        """Each shard's round trip, the seconds decoding them to factors took (the form the phone
+        attends to; for version 1 payloads the same as decoding), and version 2's ranks."""
+        scores = [self._ranking(key, s) for key, s in zip(keys, importance)]
+        payloads, enc = _timed(lambda: encode_shards(pairs, self.level, scores, probes))
+        out = TemplateTrip([], 0.0, [])
+        for payload in payloads:  # type: ignore[attr-defined]
+            pair, dec = _timed(lambda p=payload: decode_shard(p))
+            _, fac = _timed(lambda p=payload: decode_shard(p, factored=True))
+            out.trips.append(Roundtrip(len(payload), pair, enc / len(pairs), dec))
+            out.factored_s += fac
+            header = peek_header(payload)
+            if isinstance(header, LowRankHeader):
+                out.ranks.append(tuple(t.rank if t.basis else None for t in header.tensors))  # type: ignore[arg-type]
+        return out
+
+    def _ranking(self, key: ShardKey, importance: np.ndarray) -> np.ndarray:
+        if not self.random_ranking:
+            return importance
+        seed = (key.layer + 1) * 1000 + (0 if key.step is None else key.step)
+        return np.random.default_rng(seed).random(importance.shape)
 
 
 def _minmax(x: np.ndarray, bits: int, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

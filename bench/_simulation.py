@@ -1,10 +1,12 @@
-"""What the simulation benches over workloads share (``bench/energy.py``, ``bench/session.py``):
-their common options, the reference model's measured templates, and a workload's edits on its
-default device profile."""
+"""What the simulation benches over workloads share (``bench/energy.py``, ``bench/session.py``,
+``bench/regime.py``, ``bench/e2e.py``): their common options, the reference model's measured
+templates, the codec rates analytic workloads take, and a workload's edits on its default device
+profile."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 from pathlib import Path
 
@@ -12,11 +14,19 @@ from sakura.evaluation.geometry import EditGeometry
 from sakura.evaluation.profiles import DEFAULT_ANALYTIC_PROFILE, DeviceProfile, device_profile
 from sakura.evaluation.workloads import (
     Analytic,
+    CodecRates,
     MeasuredWorkload,
+    least_compressible,
     measure_workload,
     workload_geometries,
     workload_spec,
 )
+from sakura.platform.codec import DEFAULT_LEVELS, V1_LEVELS, LevelSpec
+
+OUT = Path(__file__).resolve().parent / "out"
+#: The code a simulated figure depends on (its provenance digest covers these).
+SIMULATED = ("sakura.evaluation", "sakura.edge_client.planning", "sakura.edge_client.policy",
+             "sakura.edge_client.estimator", "sakura.platform.codec", "sakura.platform.models.factored_cost")
 
 
 def parser(doc: str | None, default_workloads: tuple[str, ...]) -> argparse.ArgumentParser:
@@ -29,7 +39,43 @@ def parser(doc: str | None, default_workloads: tuple[str, ...]) -> argparse.Argu
     p.add_argument("--rtt-ms", type=float, default=40.0, help="network round trip per request")
     p.add_argument("--server-ms", type=float, default=15.0, help="server time to first byte (bench/e2e_live.py)")
     p.add_argument("--repeats", type=int, default=3, help="timed repetitions per compute measurement")
+    add_rates_options(p)
     return p
+
+
+def add_rates_options(p: argparse.ArgumentParser) -> None:
+    """--codec, --rates and --codec-bench: SAKURA's levels, and where analytic workloads' bytes per
+    level and decode cost come from."""
+    p.add_argument("--codec", choices=("v2", "v1"), default="v2",
+                   help="SAKURA's levels: the build's (v2, transform) or the v1 class levels they replaced")
+    p.add_argument("--rates", choices=("conservative", "reference"), default="conservative",
+                   help="analytic workloads' codec: the least compressible model a codec bench measured "
+                        "(conservative, the default) or the reference model's KV (the optimistic bracket)")
+    p.add_argument("--codec-bench", type=Path, action="append",
+                   help="codec bench JSONs the conservative rates pick from (default: bench/out/codec-*.json)")
+
+
+def levels(args: argparse.Namespace) -> tuple[LevelSpec, ...] | None:
+    """The levels measured workloads are built at (None: the build's own)."""
+    return V1_LEVELS if args.codec == "v1" else None
+
+
+def analytic_rates(args: argparse.Namespace, reference: MeasuredWorkload) -> tuple[CodecRates, dict]:
+    """The codec rates ``args`` ask for, and what they are (bracket, model, source) for the JSON. The
+    conservative model is the least compressible at the build's levels, whichever ``--codec``."""
+    rates = CodecRates.from_geometries(reference.geometries)
+    if args.rates == "reference":
+        return rates, {"bracket": "optimistic", "model": "reference", "source": "measured here", "codec": args.codec}
+    paths = args.codec_bench or sorted(OUT.glob("codec-*.json"))
+    reports = {str(path): json.loads(path.read_text()) for path in paths}
+    lossy = [lv.name for lv in DEFAULT_LEVELS if not lv.lossless]
+    chosen = least_compressible(list(reports.values()), lossy)
+    source = next(path for path, report in reports.items() if report is chosen)
+    described = {"bracket": "conservative", "model": chosen["model"], "blocks": chosen.get("blocks"),
+                 "source": Path(source).name, "codec_digest": chosen.get("provenance", {}).get("code_digest"),
+                 "codec": args.codec}
+    methods = {name: f"{name}-v1" for name in lossy} if args.codec == "v1" else None
+    return rates.with_codec_bench(chosen, methods), described
 
 
 def rtt_s(args: argparse.Namespace) -> float:
@@ -43,8 +89,9 @@ def reference_workload(repeats: int) -> MeasuredWorkload:
         return measure_workload("reference", f"file://{workdir}/lib", repeats=repeats, ratios=(1,))
 
 
-def edits_of(name: str, reference: MeasuredWorkload) -> tuple[DeviceProfile, list[EditGeometry]]:
+def edits_of(name: str, reference: MeasuredWorkload,
+             rates: CodecRates | None = None) -> tuple[DeviceProfile, list[EditGeometry]]:
     """Workload ``name`` on its default profile (analytic: the default analytic one; measured: this machine)."""
     spec = workload_spec(name)
     profile = device_profile(DEFAULT_ANALYTIC_PROFILE if isinstance(spec, Analytic) else "this-machine")
-    return profile, workload_geometries(spec, profile, reference)
+    return profile, workload_geometries(spec, profile, reference, rates)

@@ -43,6 +43,10 @@ from sakura.evaluation.workloads import (
 )
 from sakura.platform.traces import load_traces
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _provenance import provenance  # noqa: E402
+from _simulation import SIMULATED, add_rates_options, analytic_rates, levels  # noqa: E402
+
 SLO_FACTORS = (0.5, 1.0, 2.0, 4.0)
 
 
@@ -63,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-ms", type=float, default=15.0,
                    help="server time to first byte per request (Ray Serve measured ~14 ms: bench/e2e_live.py)")
     p.add_argument("--repeats", type=int, default=5, help="timed repetitions per compute measurement")
+    add_rates_options(p)
     args = p.parse_args(argv)
     started = time.time()
     families = load_traces(args.traces)
@@ -76,13 +81,14 @@ def main(argv: list[str] | None = None) -> int:
                 library = args.library or f"file://{workdir}/lib-{model}"
                 ratios = TOKEN_RATIOS if model == "reference" else (1,)
                 measured[model] = measure_workload(model, library, steps=args.steps, repeats=args.repeats,
-                                                   ratios=ratios)
+                                                   ratios=ratios, levels=levels(args))
             return measured[model]
 
         for name in args.workload or ["reference"]:
             reports[name] = evaluate(name, measure, families, rtt, args)
             _print_table(name, reports[name])
     out = reports["reference"] if not args.workload else {"workloads": reports}
+    out["provenance"] = provenance(*SIMULATED)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1))
@@ -96,7 +102,8 @@ def evaluate(name: str, measure, families, rtt: float, args) -> dict:
     profile = device_profile(args.device_profile or ("flagship-npu" if analytic else "this-machine"))
     reference = measure("reference" if analytic else spec.model)
     floors = list(reference.floors)
-    geometries = workload_geometries(spec, profile, reference)
+    rates, rates_source = analytic_rates(args, reference) if analytic else (None, None)
+    geometries = workload_geometries(spec, profile, reference, rates)
     if analytic:
         floors, fidelity = [max(set(floors), key=floors.count)], None
     else:
@@ -113,6 +120,7 @@ def evaluate(name: str, measure, families, rtt: float, args) -> dict:
     if not analytic:
         report["ondevice_by_token_ratio"] = _by_token_ratio(runs, geometries, rtt)
     report["setup"] = _setup(geometries, profile, args, reference.model if analytic else None, systems)
+    report["setup"]["codec_rates_source"] = rates_source
     if args.plots:
         from sakura.evaluation.plots import write_plots
 

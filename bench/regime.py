@@ -6,9 +6,13 @@ For each workload (``sakura.evaluation.workloads``) and device profile: CacheGen
 three on-device baselines over SAKURA against the link rate (constant links from 0.5 Mbit/s to
 2 Gbit/s, log scale, plus the round trip), cold and warm; the rates where each ratio crosses 1;
 and the medians over the real traces of every family (``--traces``), placed at the family's mean
-rate. The analytic workloads' bytes per level and decode speed are measured here on the
-reference model's KV (its example templates are built and measured first), their compute is
-counted FLOPs over the profile's throughput.
+rate. The analytic workloads' bytes per level and decode cost come from ``--rates``: by default
+the least compressible model a codec bench measured (``bench/out/codec-*.json``), or the reference
+model's KV measured here (``--rates reference``, the optimistic bracket); the phone's rebuild of
+transform levels' K/V, or its attention to their factors, is counted FLOPs, and so is their
+compute, over the profile's throughput.
+
+    python bench/regime.py --rates reference --json bench/out/regime-optimistic.json
 """
 
 from __future__ import annotations
@@ -27,12 +31,15 @@ from sakura.evaluation.runs import RATIOS, simulate_runs, summarize
 from sakura.evaluation.workloads import (
     WORKLOADS,
     Analytic,
-    CodecRates,
     measure_workload,
     workload_geometries,
     workload_spec,
 )
 from sakura.platform.traces import load_traces
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _provenance import provenance  # noqa: E402
+from _simulation import SIMULATED, add_rates_options, analytic_rates, levels  # noqa: E402
 
 SYSTEMS = ("sakura", *RATIOS.values())
 DEFAULT_WORKLOADS = ("reference", "klein-4b-ref512", "klein-4b-ref1024", "klein-9b-ref1024", "kontext-ref512",
@@ -56,19 +63,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--starts", type=int, default=3, help="start times per trace for the family medians")
     p.add_argument("--repeats", type=int, default=3, help="timed repetitions per compute measurement")
     p.add_argument("--update", action="store_true", help="keep the other maps of an existing --json file")
+    add_rates_options(p)
     args = p.parse_args(argv)
     started = time.time()
     rtt = (args.rtt_ms + args.server_ms) / 1000
     with tempfile.TemporaryDirectory(prefix="sakura-regime-") as workdir:
         print("measuring the reference model's templates (codec rates and the measured workload) ...", flush=True)
-        reference = measure_workload("reference", f"file://{workdir}/lib", repeats=args.repeats, ratios=(1,))
-    rates = CodecRates.from_geometries(reference.geometries)
+        reference = measure_workload("reference", f"file://{workdir}/lib", repeats=args.repeats, ratios=(1,),
+                                     levels=levels(args))
+    rates, rates_source = analytic_rates(args, reference)
     families = load_traces(args.traces)
     family_rate = {f: sum(t.period_bytes for t in ts) * 8e-6 / sum(t.duration for t in ts)
                    for f, ts in families.items()}
-    out: dict = {"setup": {"rtt_ms": args.rtt_ms, "server_ms": args.server_ms, "starts_per_trace": args.starts,
+    out: dict = {"provenance": provenance(*SIMULATED),
+                 "setup": {"rtt_ms": args.rtt_ms, "server_ms": args.server_ms, "starts_per_trace": args.starts,
                            "give_up": GIVE_UP, "paper": PAPER, "family_mean_mbps": family_rate},
-                 "codec_rates": asdict(rates), "maps": {}}
+                 "codec_rates": asdict(rates), "codec_rates_source": rates_source, "maps": {}}
     if args.update and args.json and args.json.exists():
         out["maps"] = json.loads(args.json.read_text())["maps"]
     floor = max(set(reference.floors), key=reference.floors.count)
@@ -77,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         profiles = args.device_profile or (ANALYTIC_PROFILES if isinstance(spec, Analytic) else ("this-machine",))
         for profile_name in profiles:
             profile = device_profile(profile_name)
-            geometries = workload_geometries(spec, profile, reference)
+            geometries = workload_geometries(spec, profile, reference, rates)
             entry = _map(name, geometries, families, family_rate, rtt, floor, args)
             out["maps"].setdefault(name, {})[profile_name] = entry
             _print(name, profile_name, entry)

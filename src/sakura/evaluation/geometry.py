@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from sakura.evaluation.cachegen import CACHEGEN_LEVELS
-from sakura.platform.codec import decode_shard
+from sakura.platform.codec import decode_shard, peek_header
+from sakura.platform.codec.format_v2 import LowRankHeader
 from sakura.platform.kv import KVPair, ShardKey, TemplateKV
 from sakura.platform.manifest import DIGEST_BYTES, Manifest, PhoneManifest, PhoneShard
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template
@@ -76,6 +77,11 @@ class EditGeometry:
     #: The template's published JPEG: SAKURA's hybrid fetches it and makes the source (the reference
     #: latents) from it on the phone in ``reference_encode_s``; 0: it fetches the source objects.
     image_bytes: int = 0
+    #: Per transform level (wire format v2): seconds decoding each shard to its factors, before any
+    #: rebuild (``decode_s`` includes the rebuild), and K's and V's mean rank as a share of
+    #: min(tokens, width), an identity basis counting as 1: what analytic workloads count FLOPs from.
+    factor_decode_s: dict[str, list[float]] = field(default_factory=dict)
+    rank_shares: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def shards(self) -> int:
@@ -139,6 +145,7 @@ class EditGeometry:
         df = f if decode_factor is None else decode_factor
         return replace(self, startup_s=self.startup_s * f, gaps_s=[g * f for g in self.gaps_s],
                        decode_s={k: [d * df for d in v] for k, v in self.decode_s.items()},
+                       factor_decode_s={k: [d * df for d in v] for k, v in self.factor_decode_s.items()},
                        ondevice_s={r: t * f for r, t in self.ondevice_s.items()},
                        replay_s={r: t * f for r, t in self.replay_s.items()},
                        text_encode_s=self.text_encode_s * f, reference_encode_s=self.reference_encode_s * f,
@@ -152,6 +159,7 @@ class EditGeometry:
         return replace(self, template_tokens=self.template_tokens * ratio,
                        sizes={k: [s * ratio for s in v] for k, v in self.sizes.items()},
                        decode_s={k: [d * ratio for d in v] for k, v in self.decode_s.items()},
+                       factor_decode_s={k: [d * ratio for d in v] for k, v in self.factor_decode_s.items()},
                        startup_s=self.startup_s * stretch, gaps_s=[g * stretch for g in self.gaps_s])
 
     def to_dict(self) -> dict:
@@ -196,12 +204,14 @@ def measure_geometry(
     decoded: dict[str, TemplateKV] = {}
     sizes: dict[str, list[int]] = {}
     decode_s: dict[str, list[float]] = {}
+    factors = FactorMeasure()
     for level in levels:
         pairs, times = [], []
         for data in payloads[level]:
             start = time.perf_counter()
             pairs.append(decode_shard(data))
             times.append(time.perf_counter() - start)
+            factors.measure(level, data)
         decoded[level] = TemplateKV(manifest.model.fingerprint, dict(zip(keys, pairs)))
         sizes[level], decode_s[level] = [len(p) for p in payloads[level]], times
     exact = decoded[levels[-1]]  # the lossless level
@@ -232,9 +242,33 @@ def measure_geometry(
         kv_cached=kv_cached, reference_pass_s=one_pass, shard_compute_s=[one_pass / per_step] * len(keys),
         source_bytes=template_source_bytes(template), context_bytes=sum(c.length for c in manifest.context),
         image_bytes=sum(i.length for i in manifest.images),
+        factor_decode_s=factors.seconds, rank_shares=factors.rank_shares(),
         prepared_bytes=sum(c.length for c in [*manifest.context, *manifest.source]) if manifest.source
         else sum(c.length for c in manifest.context) + template_source_bytes(template))
     return geometry, decoded
+
+
+class FactorMeasure:
+    """Version 2 shards decoded to their factors, timed, and their ranks noted."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = {}
+        self._shares: dict[str, list[tuple[float, float]]] = {}
+
+    def measure(self, level: str, data: bytes) -> None:
+        header = peek_header(data)
+        if not isinstance(header, LowRankHeader):
+            return
+        start = time.perf_counter()
+        decode_shard(data, factored=True)
+        self.seconds.setdefault(level, []).append(time.perf_counter() - start)
+        top = min(header.tokens, header.width)
+        k, v = (t.rank / top if t.basis else 1.0 for t in header.tensors)
+        self._shares.setdefault(level, []).append((k, v))
+
+    def rank_shares(self) -> dict[str, tuple[float, float]]:
+        return {level: (float(np.mean([k for k, _ in s])), float(np.mean([v for _, v in s])))
+                for level, s in self._shares.items()}
 
 
 def manifest_wire(manifest: PhoneManifest, extra: int = 256) -> ManifestWire:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from sakura.examples import TEMPLATES
+from sakura.platform.codec import LevelSpec
 from sakura.platform.errors import SakuraError
 from sakura.platform.images import fit_image, load_image
 from sakura.platform.levelfile import read_shard_payload
@@ -31,12 +32,15 @@ class TemplateCase:
     request: EditRequest
 
 
-def build_examples(store_uri: str, spec: TemplateSpec, model: str = "reference", steps: int | None = None) -> None:
+def build_examples(store_uri: str, spec: TemplateSpec, model: str = "reference", steps: int | None = None,
+                   levels: tuple[LevelSpec, ...] | None = None) -> None:
     """Build and publish, through the build job (in this process, no Ray), every template of
-    ``spec`` the library lacks, for ``steps`` denoising steps (default: the model's)."""
+    ``spec`` the library lacks, for ``steps`` denoising steps (default: the model's), at ``levels``
+    (default: the build's)."""
     from sakura.jobs.build import build_in_process
 
-    failed = [row for row in build_in_process(spec, store_uri, model=model, steps=steps) if row.status == "failed"]
+    rows = build_in_process(spec, store_uri, model=model, steps=steps, levels=levels)
+    failed = [row for row in rows if row.status == "failed"]
     if failed:
         raise SakuraError("building the evaluation's templates failed: "
                           + "; ".join(f"{row.template_id}: {row.error}" for row in failed))

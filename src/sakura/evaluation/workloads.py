@@ -15,14 +15,18 @@ The names of :data:`WORKLOADS` are what benches take (``bench/e2e.py --workload 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 
-from sakura.evaluation.architectures import EditFlops, edit_flops
+import numpy as np
+
+from sakura.evaluation.architectures import EditFlops, architecture, edit_flops
 from sakura.evaluation.fidelity import FidelityTable
 from sakura.evaluation.geometry import TOKEN_RATIOS, EditGeometry, ManifestWire, measure_geometry
 from sakura.evaluation.profiles import DeviceProfile
+from sakura.platform.codec import LevelSpec
+from sakura.platform.models.factored_cost import AttentionShape, phone_flops
 
 #: A stock template image and prompt as the stock pipeline would download them (see ``source_bytes``).
 STOCK_IMAGE, STOCK_PROMPT = "skimage:astronaut", "a portrait in the style of the template"
@@ -91,14 +95,15 @@ class MeasuredWorkload:
 
 
 def measure_workload(model: str, library: str, *, steps: int | None = None, repeats: int = 5,
-                     ratios: tuple[int, ...] = TOKEN_RATIOS) -> MeasuredWorkload:
-    """Build the example templates for ``model`` into ``library`` (those it lacks), then measure each
-    edit's geometry and the fidelity of its level plans."""
+                     ratios: tuple[int, ...] = TOKEN_RATIOS, levels: tuple[LevelSpec, ...] | None = None,
+                     ) -> MeasuredWorkload:
+    """Build the example templates for ``model`` into ``library`` (those it lacks; at ``levels``,
+    by default the build's), then measure each edit's geometry and the fidelity of its level plans."""
     from sakura.evaluation.workload import build_examples, example_spec, load_cases
     from sakura.platform.models import Schedule, load_model
 
     spec = example_spec()
-    build_examples(library, spec, model=model, steps=steps)
+    build_examples(library, spec, model=model, steps=steps, levels=levels)
     adapter = load_model(model)
     out = MeasuredWorkload(model, [], [])
     for case in load_cases(library, spec, adapter.resolution):
@@ -112,14 +117,14 @@ def measure_workload(model: str, library: str, *, steps: int | None = None, repe
     return out
 
 
-def workload_geometries(spec: Measured | Analytic, profile: DeviceProfile,
-                        reference: MeasuredWorkload) -> list[EditGeometry]:
+def workload_geometries(spec: Measured | Analytic, profile: DeviceProfile, reference: MeasuredWorkload,
+                        rates: CodecRates | None = None) -> list[EditGeometry]:
     """The edits of ``spec`` on ``profile``: an analytic workload's one edit (bytes per level and
-    decode speed from ``reference``'s measured KV), or ``reference``'s measured edits scaled to the
-    profile (``reference`` then being ``spec``'s model's)."""
+    decode cost from ``rates``, by default ``reference``'s measured KV), or ``reference``'s measured
+    edits scaled to the profile (``reference`` then being ``spec``'s model's)."""
     if isinstance(spec, Analytic):
         g0 = reference.geometries[0]
-        rates = CodecRates.from_geometries(reference.geometries)
+        rates = rates or CodecRates.from_geometries(reference.geometries)
         return [analytic_geometry(spec, profile, rates, g0.levels, g0.cachegen_levels)]
     return [g.scaled(profile.compute_factor, decode_factor=profile.cpu_factor) for g in reference.geometries]
 
@@ -137,14 +142,17 @@ def matched_floor(g: EditGeometry, fidelity: FidelityTable) -> str:
 class CodecRates:
     """What the codecs do to real KV, measured on ``model``'s templates: each level's bytes over the
     KV at 2 bytes a value (the lossless ``full`` level: over the KV in its own dtype, so it carries to
-    an fp16 model), decode seconds per such byte on this machine, and the manifest's bytes on the wire:
-    a header, and each shard's entry."""
+    an fp16 model), decode seconds per such byte on this machine (a transform level: to its factors),
+    each transform level's ranks (K's and V's, as a share of min(tokens, width): the phone's rebuild
+    or factored attention is counted in FLOPs from them), and the manifest's bytes on the wire: a
+    header, and each shard's entry."""
 
     model: str
     size_ratio: dict[str, float]
     decode_s_per_byte: dict[str, float]
     manifest: ManifestWire
     lossless: str  # SAKURA's lossless level
+    rank_shares: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     def from_geometries(cls, geometries: Sequence[EditGeometry]) -> CodecRates:
@@ -152,10 +160,40 @@ class CodecRates:
         raw = sum(sum(g.raw_bytes) for g in geometries)
         size = {lv: sum(sum(g.sizes[lv]) for g in geometries) / raw for lv in g0.sizes}
         size[g0.levels[-1]] /= g0.kv_itemsize / 2
-        decode = {lv: sum(sum(g.decode_s[lv]) for g in geometries) / raw for lv in g0.decode_s}
+        decode = {lv: sum(sum(g.factor_decode_s.get(lv, g.decode_s[lv])) for g in geometries) / raw
+                  for lv in g0.decode_s}
         manifest = ManifestWire(*(sum(getattr(g.manifest, f.name) for g in geometries) / len(geometries)
                                   for f in fields(ManifestWire)))
-        return cls(g0.model, size, decode, manifest, g0.levels[-1])
+        ranks = {lv: (float(np.mean([g.rank_shares[lv][0] for g in geometries])),
+                      float(np.mean([g.rank_shares[lv][1] for g in geometries]))) for lv in g0.rank_shares}
+        return cls(g0.model, size, decode, manifest, g0.levels[-1], ranks)
+
+    def with_codec_bench(self, report: dict, methods: Mapping[str, str] | None = None) -> CodecRates:
+        """These rates with bytes, decode cost and ranks of every level a codec bench report
+        (``bench/codec.py --json``) measured on its model instead; the manifest's stay. A level is the
+        report's method of its name, or the one ``methods`` maps it to (e.g. ``compact-v1``)."""
+        itemsize, names = report["kv_itemsize"], dict(methods or {})
+        size, decode, ranks = dict(self.size_ratio), dict(self.decode_s_per_byte), {}
+        for level in size:
+            m = report["methods"][names.get(level, level)]
+            size[level] = 1.0 / m["ratio_vs_fp16"] / (itemsize / 2 if level == self.lossless else 1.0)
+            decode[level] = 1.0 / (m.get("factor_decode_mb_s", m["decode_mb_s"]) * 1e6)
+            if "k_rank_share" in m:
+                ranks[level] = (m["k_rank_share"], m["v_rank_share"])
+        return replace(self, model=report["model"], size_ratio=size, decode_s_per_byte=decode, rank_shares=ranks)
+
+
+def least_compressible(reports: Sequence[dict], levels: Sequence[str]) -> dict:
+    """The codec bench report whose model's ``levels`` are largest (the geometric mean of their
+    ratios vs fp16 lowest): the conservative bracket analytic workloads take their rates from."""
+    def mean_ratio(report: dict) -> float:
+        return float(np.exp(np.mean([np.log(report["methods"][lv]["ratio_vs_fp16"]) for lv in levels])))
+
+
+    usable = [r for r in reports if all(lv in r["methods"] for lv in levels) and "kv_itemsize" in r]
+    if not usable:
+        raise ValueError(f"no codec bench report measures the levels {list(levels)}")
+    return min(usable, key=mean_ratio)
 
 
 def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates, levels: Sequence[str],
@@ -170,11 +208,13 @@ def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates,
     all_levels = [*levels, *cachegen_levels]
     raw = f.kv_bytes_per_block
     source = stock_source_bytes(spec.reference)
+    phone_s = _phone_factor_seconds(spec, f, rates, sec)
     geometry = EditGeometry(
         template=spec.source, model=spec.arch, steps=spec.steps, template_tokens=f.reference_tokens,
         request_tokens=f.image_tokens + f.text_tokens, levels=list(levels), cachegen_levels=list(cachegen_levels),
         sizes={lv: [round(raw * rates.size_ratio[lv])] * n for lv in all_levels},
-        decode_s={lv: [raw * rates.decode_s_per_byte[lv] * profile.cpu_factor] * n for lv in all_levels},
+        decode_s={lv: [raw * rates.decode_s_per_byte[lv] * profile.cpu_factor + phone_s.get(lv, 0.0)] * n
+                  for lv in all_levels},
         weights=[1.0] * n, startup_s=startup, gaps_s=gaps,
         manifest=rates.manifest, raw_bytes=[raw] * n, kv_itemsize=2,
         kv_cached=f.kv_cached, text_encode_s=f.text_encode * sec, reference_encode_s=f.vae_encode_reference * sec,
@@ -185,6 +225,18 @@ def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates,
     geometry.ondevice_s[1] = geometry.ondevice_compute_s("on-device")
     geometry.replay_s[1] = geometry.compute_s
     return geometry
+
+
+def _phone_factor_seconds(spec: Analytic, f: EditFlops, rates: CodecRates, sec: float) -> dict[str, float]:
+    """Per transform level, what one shard's factors cost the phone beyond K/V as they are: the
+    rebuild, or attending to the factors at every use where that counts fewer FLOPs (the live
+    replay's choice), at the measured ranks' share of this architecture's min(tokens, width)."""
+    arch = architecture(spec.arch)
+    shape = AttentionShape(batch=1, heads=arch.heads, queries=f.image_tokens + f.text_tokens,
+                           tokens=f.reference_tokens, head_dim=arch.width // arch.heads,
+                           uses=spec.steps if f.kv_cached else 1)
+    top = min(shape.tokens, shape.width)
+    return {lv: phone_flops(shape, round(k * top), round(v * top)) * sec for lv, (k, v) in rates.rank_shares.items()}
 
 
 def _timeline(f: EditFlops, steps: int, sec: float) -> tuple[float, list[float]]:

@@ -25,7 +25,7 @@ from sakura._argparse import command_parser
 from sakura._ray import join_or_start
 from sakura.jobs.builder import BuildJob, BuildOutcome, BuildSettings, TemplateBuilder, content_hash
 from sakura.jobs.progress import Progress
-from sakura.platform.codec import default_levels
+from sakura.platform.codec import LevelSpec, default_levels
 from sakura.platform.errors import SakuraError
 from sakura.platform.library import CLAIM_RENEW_S, TemplateLibrary
 from sakura.platform.models import load_model
@@ -108,7 +108,7 @@ def preflight(args: argparse.Namespace) -> tuple[TemplateSpec, BuildSettings, Te
 
 def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str] | None = None,
             steps: int | None = None, strength: float = 1.0, calibration: int = 2, source: str = "spec",
-            create: bool = False,
+            create: bool = False, levels: tuple[LevelSpec, ...] | None = None,
             ) -> tuple[TemplateSpec, BuildSettings, TemplateLibrary, str]:
     """Check ``spec`` against ``model`` and open every store (each must exist, unless ``create``
     may start it, and be writable): the build's settings, its library and the model's fingerprint."""
@@ -118,7 +118,7 @@ def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str]
             raise SakuraError(f"{source}: template {entry.id!r}: field 'resolution': {entry.resolution} does not "
                               f"match model {model!r} ({adapter.resolution})")
     tiers = tiers or {}
-    levels = tuple(default_levels().values())
+    levels = levels or tuple(default_levels().values())
     unknown = set(tiers) - {lv.name for lv in levels}
     if unknown:
         raise SakuraError(f"--tier names unknown levels {sorted(unknown)}")
@@ -140,11 +140,12 @@ def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str]
 
 
 def build_in_process(spec: TemplateSpec, store: str, *, model: str, steps: int | None = None,
-                     allow_model_change: bool = False) -> list[Row]:
+                     allow_model_change: bool = False, levels: tuple[LevelSpec, ...] | None = None) -> list[Row]:
     """The build job without Ray: the same checks, skip rule, claims and publish, one template after
     another in this process (how the evaluation builds its libraries; it must not need a cluster).
     A build that fails with a :class:`SakuraError` is a failed row; any other error propagates."""
-    spec, settings, library, fingerprint = prepare(spec, model=model, store=store, steps=steps, create=True)
+    spec, settings, library, fingerprint = prepare(spec, model=model, store=store, steps=steps, create=True,
+                                                   levels=levels)
     rows, jobs = plan(spec, settings, library, fingerprint)
     builder = TemplateBuilder(settings) if jobs else None
     for job in jobs:

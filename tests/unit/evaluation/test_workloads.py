@@ -4,6 +4,7 @@ analytic edit's timeline, and the codec rates it borrows from measured KV."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,61 @@ def test_workload_names_parse_and_unknown_ones_are_refused():
             workload_spec(bad)
     with pytest.raises(ValueError, match="unknown architecture"):
         edit_flops("gpt-5", reference=512, output=512, steps=4)
+
+
+def test_the_measured_geometry_notes_each_transform_levels_factor_decode_and_ranks(measured):
+    _, g, _ = measured
+    assert set(g.factor_decode_s) == set(g.rank_shares) == {"compact", "medium"}  # the v2 levels, not full
+    assert all(0 < k <= 1 and 0 < v <= 1 for k, v in g.rank_shares.values())
+    assert g.rank_shares["compact"][0] <= g.rank_shares["medium"][0]  # a finer target keeps more rank
+    rates = CodecRates.from_geometries([g])
+    assert rates.rank_shares == g.rank_shares
+    assert rates.decode_s_per_byte["compact"] == pytest.approx(sum(g.factor_decode_s["compact"]) / sum(g.raw_bytes))
+
+
+def _report(model: str, compact: float, medium: float) -> dict:
+    methods = {name: {"ratio_vs_fp16": ratio, "decode_mb_s": 100.0, "factor_decode_mb_s": 400.0,
+                      "k_rank_share": 0.1 * ratio ** -0.5, "v_rank_share": 0.05}
+               for name, ratio in (("compact", compact), ("medium", medium))}
+    methods |= {"compact-v1": {"ratio_vs_fp16": 7.0, "decode_mb_s": 200.0},
+                "medium-v1": {"ratio_vs_fp16": 3.5, "decode_mb_s": 200.0},
+                "full": {"ratio_vs_fp16": 0.54, "decode_mb_s": 300.0}}
+    methods |= {f"cachegen-{n}": {"ratio_vs_fp16": 3.0, "decode_mb_s": 50.0} for n in ("low", "coarse", "fine")}
+    return {"model": model, "kv_itemsize": 4, "methods": methods}
+
+
+def test_the_conservative_rates_are_the_least_compressible_models_and_v1_maps_to_its_own_methods():
+    from sakura.evaluation.workloads import least_compressible
+
+    reports = [_report("easy", 60.0, 20.0), _report("hard", 10.0, 4.0), _report("middling", 30.0, 5.0)]
+    chosen = least_compressible(reports, ["compact", "medium"])
+    assert chosen["model"] == "hard"
+    _, base = _geometry(WORKLOADS["klein-4b-ref512"])
+    rates = base.with_codec_bench(chosen)
+    assert rates.model == "hard" and rates.size_ratio["compact"] == pytest.approx(1 / 10.0)
+    assert rates.size_ratio["full"] == pytest.approx(1 / 0.54 / 2)  # fp32 lossless, carried to fp16
+    assert rates.decode_s_per_byte["medium"] == pytest.approx(1 / 400e6)  # to factors: the rebuild is FLOPs
+    assert rates.rank_shares["compact"] == (pytest.approx(0.1 / 10**0.5), 0.05)
+    v1 = base.with_codec_bench(chosen, {"compact": "compact-v1", "medium": "medium-v1"})
+    assert v1.size_ratio["medium"] == pytest.approx(1 / 3.5) and v1.rank_shares == {}
+    with pytest.raises(ValueError, match="no codec bench report"):
+        least_compressible([{"model": "old", "methods": {}}], ["compact", "medium"])
+
+
+def test_an_analytic_transform_level_charges_the_phone_its_rebuild_or_factored_attention():
+    from sakura.evaluation.architectures import architecture
+    from sakura.platform.models.factored_cost import AttentionShape, phone_flops
+
+    spec = WORKLOADS["klein-4b-ref1024"]
+    g, rates = _geometry(spec)
+    ranked = replace(rates, rank_shares={"compact": (0.02, 0.01), "medium": (0.5, 0.4)})
+    profile = device_profile("flagship-npu")
+    h = analytic_geometry(spec, profile, ranked, g.levels, g.cachegen_levels)
+    f, arch = edit_flops("klein-4b", reference=1024, output=512, steps=4), architecture("klein-4b")
+    shape = AttentionShape(1, arch.heads, f.image_tokens + f.text_tokens, f.reference_tokens, 128, uses=4)
+    top = min(f.reference_tokens, arch.width)
+    for level, (k, v) in ranked.rank_shares.items():
+        extra = phone_flops(shape, round(k * top), round(v * top)) / profile.flops_per_s
+        assert h.decode_s[level][0] == pytest.approx(g.decode_s[level][0] + extra)
+    assert h.decode_s["medium"][0] - g.decode_s["medium"][0] > h.decode_s["compact"][0] - g.decode_s["compact"][0]
+    assert h.decode_s["full"] == g.decode_s["full"]  # K/V as they are: nothing to rebuild

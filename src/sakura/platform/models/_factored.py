@@ -12,7 +12,7 @@ So the template part is one attention of width ``rank`` (values padded to the ke
 request part is the usual one; the two merge by their log-sum-exps. Both run in torch's fused CPU
 attention kernel, which returns the log-sum-exp; elsewhere a plain softmax does the same
 arithmetic. A shard is attended to in this form or rebuilt once, whichever counts fewer FLOPs over
-the uses replay makes of it (:func:`factored_is_cheaper`); either way the output equals rebuilding
+the uses replay makes of it (:mod:`~sakura.platform.models.factored_cost`); either way the output equals rebuilding
 and attending up to float rounding (the tests assert it).
 """
 
@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from sakura.platform.kv import FactoredPair, KVShard
+from sakura.platform.models.factored_cost import AttentionShape, factored_is_cheaper
 
 #: torch's fused CPU attention kernel that also returns the log-sum-exp (absent: a plain softmax).
 FUSED_LSE = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
@@ -43,47 +44,6 @@ class ShardFactors:
 
 #: A shard's template K and V as attention takes them: (1, heads, tokens, head_dim) each, or factors.
 TemplateTensors = tuple[torch.Tensor, torch.Tensor] | ShardFactors
-
-
-@dataclass(frozen=True)
-class AttentionShape:
-    """What a FLOP count needs: the calls' batch, heads and queries, the template's tokens, head_dim,
-    and how many times replay attends to the shard (every step, for step-independent KV)."""
-
-    batch: int
-    heads: int
-    queries: int
-    tokens: int
-    head_dim: int
-    uses: int = 1
-
-    @property
-    def width(self) -> int:
-        return self.heads * self.head_dim
-
-
-def factored_flops(s: AttentionShape, k_rank: int, v_rank: int) -> float:
-    """FLOPs of one call's template part in factored form."""
-    calls, rank = s.batch * s.queries, max(k_rank, v_rank)
-    project = 2 * calls * s.width * (k_rank + v_rank)  # q B_h^T, and (P C) B_h, every head
-    attend = 4 * calls * s.heads * s.tokens * rank  # logits over C, and P C
-    return float(project + attend + 4 * calls * s.width)  # the means, and the merge
-
-
-def dense_flops(s: AttentionShape) -> float:
-    """FLOPs of one call's template part with K/V rebuilt: ``q K^T`` and ``P V``."""
-    return float(4 * s.batch * s.heads * s.queries * s.tokens * s.head_dim)
-
-
-def rebuild_flops(s: AttentionShape, k_rank: int, v_rank: int) -> float:
-    """FLOPs of rebuilding K and V once (``C B``)."""
-    return float(2 * s.tokens * s.width * (k_rank + v_rank))
-
-
-def factored_is_cheaper(s: AttentionShape, k_rank: int, v_rank: int) -> bool:
-    """Whether attending in factored form at every use counts fewer FLOPs than rebuilding once and
-    attending densely."""
-    return s.uses * factored_flops(s, k_rank, v_rank) < rebuild_flops(s, k_rank, v_rank) + s.uses * dense_flops(s)
 
 
 def template_tensors(shard: KVShard, like: torch.Tensor, queries: int, uses: int) -> TemplateTensors:
@@ -149,4 +109,4 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) 
     return (torch.exp(logits - lse[..., None]).to(v.dtype) @ v), lse
 
 
-__all__ = ["AttentionShape", "ShardFactors", "TemplateTensors", "attend", "factored_is_cheaper", "template_tensors"]
+__all__ = ["ShardFactors", "TemplateTensors", "attend", "template_tensors"]

@@ -13,7 +13,8 @@ from sakura.platform.images import fit_image, load_image
 from sakura.platform.kv import FactoredPair, KVShard, LowRank, ShardKey, TemplateKV
 from sakura.platform.models import EditRequest, Schedule, Template, load_model
 from sakura.platform.models import _factored as factored
-from sakura.platform.models._factored import AttentionShape, ShardFactors
+from sakura.platform.models._factored import ShardFactors
+from sakura.platform.models.factored_cost import AttentionShape, factored_is_cheaper
 
 
 def _low_rank(tokens: int, heads: int, head_dim: int, rank: int, rng: np.random.Generator) -> LowRank:
@@ -45,10 +46,10 @@ def test_factored_attention_equals_rebuild_then_attend(k_rank, v_rank, fused, mo
 
 def test_the_cheaper_form_is_chosen_by_counted_flops():
     many_queries = AttentionShape(batch=1, heads=4, queries=256, tokens=256, head_dim=32, uses=8)
-    assert factored.factored_is_cheaper(many_queries, k_rank=12, v_rank=4)
-    assert not factored.factored_is_cheaper(many_queries, k_rank=40, v_rank=40)  # more rank than a head has dims
+    assert factored_is_cheaper(many_queries, k_rank=12, v_rank=4)
+    assert not factored_is_cheaper(many_queries, k_rank=40, v_rank=40)  # more rank than a head has dims
     once = AttentionShape(batch=1, heads=4, queries=4, tokens=4096, head_dim=32, uses=1)
-    assert factored.factored_is_cheaper(once, k_rank=40, v_rank=40)  # no rebuild of 4096 tokens for 4 queries
+    assert factored_is_cheaper(once, k_rank=40, v_rank=40)  # no rebuild of 4096 tokens for 4 queries
 
 
 def test_a_shard_without_a_stored_basis_is_attended_to_rebuilt():
