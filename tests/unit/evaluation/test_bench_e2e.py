@@ -57,7 +57,7 @@ def test_e2e_per_workload_layout_and_the_new_baselines(tmp_path, monkeypatch):
 
     out = tmp_path / "e2e.json"
     assert e2e.main(["--traces", str(tmp_path / "traces"), "--json", str(out), "--workload", "klein-4b-ref512",
-                     "--starts", "2", "--repeats", "1"]) == 0
+                     "--starts", "2", "--repeats", "1", "--rates", "reference"]) == 0
     report = json.loads(out.read_text())["workloads"]["klein-4b-ref512"]
     for state in (report, report["warm"]):
         table = state["families"][family]
@@ -68,5 +68,6 @@ def test_e2e_per_workload_layout_and_the_new_baselines(tmp_path, monkeypatch):
     # a warm phone skips the manifest and context downloads; the stock pipeline's compute never changes
     assert report["warm"]["families"][family]["sakura"]["median_s"] < report["families"][family]["sakura"]["median_s"]
     assert report["setup"]["device_profile"] == "flagship-npu" and report["setup"]["codec_rates_from"] == "reference"
+    assert report["setup"]["codec_rates_source"]["bracket"] == "optimistic"
     assert set(report["cachegen_slo"][family]) == {"0.5", "1.0", "2.0", "4.0"}
     sys.modules.pop("e2e", None)
