@@ -47,9 +47,9 @@ LIBRARY = [
     ("skimage:lfw_subset/85", "face_swap"), ("skimage:brick", "try_on"), ("skimage:coffee", "style_transfer"),
     ("skimage:lfw_subset/80", "face_swap"), ("skimage:lfw_subset/83", "face_swap"),
     ("skimage:lfw_subset/88", "face_swap"), ("skimage:lfw_subset/94", "face_swap"),
-    ("skimage:retina", "try_on"), ("skimage:flower", "try_on"), ("skimage:hubble_deep_field", "try_on"),
-    ("skimage:retina", "style_transfer"), ("skimage:flower", "style_transfer"),
-    ("skimage:hubble_deep_field", "style_transfer"), ("skimage:motorcycle_right", "style_transfer"),
+    ("skimage:retina", "try_on"), ("skimage:cat", "try_on"), ("skimage:hubble_deep_field", "try_on"),
+    ("skimage:retina", "style_transfer"), ("skimage:cat", "style_transfer"),
+    ("skimage:hubble_deep_field", "style_transfer"), ("skimage:horse", "style_transfer"),
 ]
 CODED = 3
 CALIBRATION = ("skimage:chelsea", 101)

@@ -1,0 +1,174 @@
+"""Result tables in the docs, generated from the bench JSON they quote, never typed.
+
+    python bench/tables.py            # rewrite every generated table in README.md
+    python bench/tables.py --check    # exit 1 where a table differs from what its JSON gives
+
+A table sits between ``<!-- table: NAME -->`` and ``<!-- /table -->``; NAME is a key of
+:data:`TABLES`, whose function reads ``bench/out`` and returns the table's markdown, ending in a
+line that names its source JSON and the commit and command that wrote it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"
+DOCS = (ROOT / "README.md",)
+MARKED = re.compile(r"(<!-- table: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.DOTALL)
+
+
+def _load(name: str) -> dict:
+    return json.loads((OUT / name).read_text())
+
+
+def _source(*names: str) -> str:
+    """The line under a table: its JSON files, and the commit and command of the first."""
+    p = _load(names[0]).get("provenance", {})
+    files = ", ".join(f"`bench/out/{n}`" for n in names)
+    return f"\nFrom {files} (commit {p.get('commit', '?')[:10]}: `{p.get('command', '?')}`).\n"
+
+
+def _num(x: float | None, digits: int = 1) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}f}"
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+#: The methods of the reference model's codec table, in order, with their labels.
+REFERENCE_ROWS = (
+    ("compact", "**compact** (v2)"), ("medium", "**medium** (v2)"), ("full", "full (lossless, fp32 KV)"),
+    ("compact-v1", "compact of v1 (importance classes)"), ("medium-v1", "medium of v1"),
+    ("compact-v1-random", "v1 compact, random ranking"), ("medium-v1-random", "v1 medium, random ranking"),
+    ("int4-kivi", "KIVI int4 + zstd"), ("int8", "int8 per token + zstd"),
+    ("cachegen-fine", "CacheGen-style fine"), ("cachegen-coarse", "CacheGen-style coarse"),
+)
+
+
+def codec_reference() -> str:
+    data = _load("codec-reference-frontier.json")["methods"]
+    lines = [_row(["reference", "ratio vs fp16", "attn-out rel err", "PSNR dB (worst template)", "SSIM",
+                   "template_rel_db", "decode / layer"]), _row(["---"] * 7)]
+    for name, label in REFERENCE_ROWS:
+        if name in data:
+            m = data[name]
+            lines.append(_row([label, _num(m["ratio_vs_fp16"], 2), _num(m["attn_out_rel_err"], 4),
+                               f"{_num(m['psnr_db'])} ({_num(m.get('psnr_db_worst_template'))})", _num(m["ssim"], 3),
+                               _num(m["template_rel_db"]), _num(m["decode_vs_compute"], 3)]))
+    return "\n".join(lines) + "\n" + _source("codec-reference-frontier.json")
+
+
+#: The models of the codec bench, as their JSON files name them.
+MODELS = (("reference", "codec-reference-frontier.json"), ("tiny-flux", "codec-tiny-flux.json"),
+          ("tiny-sd3", "codec-tiny-sd3.json"), ("bench-flux", "codec-bench-flux.json"),
+          ("tiny-klein", "codec-tiny-klein.json"), ("klein-4b-shape, 2 blocks", "codec-klein-4b-shape.json"))
+
+
+def codec_models() -> str:
+    lines = [_row(["model", "tokens x width", "K rank 90% / 99%", "V rank 90% / 99%", "compact: ratio, attn err",
+                   "medium: ratio, attn err", "v1 medium: ratio, attn err", "decode to factors / layer"]),
+             _row(["---"] * 8)]
+    present = [(label, name) for label, name in MODELS
+               if (OUT / name).exists() and "rank_spectrum" in _load(name)]  # measured with codec v2
+    for label, name in present:
+        d = _load(name)
+        r, m = d["rank_spectrum"], d["methods"]
+        lines.append(_row([label, f"{r['tokens']} x {r['width']}",
+                           f"{_num(r['K_r90_mean'], 0)} / {_num(r['K_r99_mean'], 0)}",
+                           f"{_num(r['V_r90_mean'], 0)} / {_num(r['V_r99_mean'], 0)}",
+                           *(_level(m, key) for key in ("compact", "medium", "medium-v1")),
+                           _num(m["medium"].get("factored_decode_vs_compute"), 3)]))
+    return "\n".join(lines) + "\n" + _source(*(name for _, name in present))
+
+
+def _level(methods: dict, key: str) -> str:
+    if key not in methods:
+        return "-"
+    m = methods[key]
+    return f"{_num(m['ratio_vs_fp16'], 2)}x, {_num(m['attn_out_rel_err'], 4)}"
+
+
+def codec_importance() -> str:
+    data = _load("codec-reference-frontier.json")["importance"]
+    gains = data["lr_gain_at_equal_bytes"]
+    lines = [_row(["weighted fit, marginal allocation", "PSNR dB", "unweighted fit at equal bytes",
+                   "uniform allocation at equal bytes"]), _row(["---"] * 4)]
+    at = {other: {round(p["ratio"], 6): p for p in g["points"]} for other, g in gains.items()}
+    for point in data["curves"]["lr"]:
+        key = round(point["ratio"], 6)
+        cells = []
+        for other in ("lr-unweighted", "lr-uniform"):
+            p = at[other].get(key)
+            cells.append("-" if p is None else f"{_num(p['other_psnr_db'])} ({p['gain_db']:+.2f} dB)")
+        lines.append(_row([f"target {point['target']}: {_num(point['ratio'], 1)}x", _num(point["psnr_db"]), *cells]))
+    means = [gains[o]["mean_gain_db"] for o in ("lr-unweighted", "lr-uniform")]
+    lines.append(_row(["mean gain", "", *(f"{g:+.2f} dB" if g is not None else "-" for g in means)]))
+    return "\n".join(lines) + "\n" + _source("codec-reference-frontier.json")
+
+
+def shared_bases() -> str:
+    d = _load("shared-bases.json")
+    lines = [_row(["template", "level", "own bases (v2)", "shared bases, warm phone", "cold: + the bases object"]),
+             _row(["---"] * 5)]
+    for t in d["templates"]:
+        for level in ("compact", "medium"):
+            r = t[level]
+            lines.append(_row([t["template"], level, f"{r['own_basis_bytes']:,} B",
+                               f"{r['shared_basis_bytes']:,} B ({r['warm_over_own']:.2f}x)",
+                               f"{r['shared_basis_bytes'] + t['basis_object_bytes']:,} B ({r['cold_over_own']:.2f}x)"]))
+    return "\n".join(lines) + "\n" + _source("shared-bases.json")
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "codec-reference": codec_reference,
+    "codec-models": codec_models,
+    "codec-importance": codec_importance,
+    "shared-bases": shared_bases,
+}
+
+
+def render(text: str) -> tuple[str, list[str]]:
+    """``text`` with every marked table regenerated, and the names of those that changed."""
+    changed: list[str] = []
+
+    def fill(match: re.Match) -> str:
+        name = match.group("name")
+        if name not in TABLES:
+            raise SystemExit(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        body = TABLES[name]()
+        if body != match.group("body"):
+            changed.append(name)
+        return match.group(1) + body + match.group(4)
+
+    return MARKED.sub(fill, text), changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table is stale")
+    args = p.parse_args(argv)
+    stale = []
+    for doc in DOCS:
+        text, changed = render(doc.read_text())
+        stale += [f"{doc.name}: {name}" for name in changed]
+        if changed and not args.check:
+            doc.write_text(text)
+    if stale:
+        print(("stale: " if args.check else "rewrote: ") + ", ".join(stale))
+    return 1 if stale and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
