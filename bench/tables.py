@@ -131,7 +131,22 @@ def shared_bases() -> str:
     return "\n".join(lines) + "\n" + _source("shared-bases.json")
 
 
+def per_step() -> str:
+    d = _load("per-step.json")
+    lines = [_row(["model", "level", "each shard alone (v2, built)", "one basis per layer, steps alone",
+                   "one basis per layer, steps as differences"]), _row(["---"] * 5)]
+    for m in d["models"]:
+        for level, r in m["levels"].items():
+            fp16 = m["kv_bytes_fp16"]
+            lines.append(_row([f"{m['model']} ({m['steps']} steps x {m['layers']} layers)", level,
+                               f"{r['built_bytes']:,} B ({fp16 / r['built_bytes']:.1f}x, err {r['built_rms_error']:.4f})",
+                               f"{r['layer_basis_intra_bytes']:,} B",
+                               f"{r['layer_basis_inter_bytes']:,} B (err {r['layer_basis_rms_error']:.4f})"]))
+    return "\n".join(lines) + "\n" + _source("per-step.json")
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "per-step": per_step,
     "codec-reference": codec_reference,
     "codec-models": codec_models,
     "codec-importance": codec_importance,
