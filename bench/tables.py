@@ -137,9 +137,9 @@ def per_step() -> str:
                    "one basis per layer, steps as differences"]), _row(["---"] * 5)]
     for m in d["models"]:
         for level, r in m["levels"].items():
-            fp16 = m["kv_bytes_fp16"]
+            ratio = m["kv_bytes_fp16"] / r["built_bytes"]
             lines.append(_row([f"{m['model']} ({m['steps']} steps x {m['layers']} layers)", level,
-                               f"{r['built_bytes']:,} B ({fp16 / r['built_bytes']:.1f}x, err {r['built_rms_error']:.4f})",
+                               f"{r['built_bytes']:,} B ({ratio:.1f}x, err {r['built_rms_error']:.4f})",
                                f"{r['layer_basis_intra_bytes']:,} B",
                                f"{r['layer_basis_inter_bytes']:,} B (err {r['layer_basis_rms_error']:.4f})"]))
     return "\n".join(lines) + "\n" + _source("per-step.json")
