@@ -35,6 +35,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _baselines import KiviInt4, Method, SakuraLevel, UniformInt8  # noqa: E402
 from _codec_report import frontier_summary, rank_spectrum  # noqa: E402
+from _pipelines import loadable  # noqa: E402
 from _provenance import provenance  # noqa: E402
 
 from sakura.evaluation import psnr_db  # noqa: E402
@@ -123,7 +124,8 @@ class Case:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="tiny-flux")
+    parser.add_argument("--model", default="tiny-flux", help="a named model, a tiny pipeline's name (exported "
+                        "first: tiny-klein, tiny-kontext, tiny-sd3-pipeline) or a pipeline folder")
     parser.add_argument("--spec", default=str(ROOT / "examples" / "templates.yaml"))
     parser.add_argument("--templates", type=int, default=3, help="how many spec templates to use")
     parser.add_argument("--requests", type=int, default=2, help="held-out requests per template")
@@ -161,7 +163,7 @@ def main() -> int:
 
 def _adapter(model: str, blocks: int | None):
     if blocks is None:
-        return load_model(model)
+        return load_model(loadable(model))
     from sakura.platform.models.pipelines.klein_shapes import SHAPES, build_adapter
 
     if model not in SHAPES:

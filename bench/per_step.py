@@ -2,9 +2,9 @@
 steps, with each step's coefficients coded as differences from the step before, beat coding each
 shard alone (wire format v2 as built)?
 
-    python bench/per_step.py --model DIR [--model DIR ...] --json bench/out/per-step.json
+    python bench/per_step.py --model tiny-kontext --model tiny-sd3-pipeline --steps 28 --json bench/out/per-step.json
 
-For each tiny per-step pipeline folder (``sakura models export tiny-kontext``, ``tiny-sd3-pipeline``)
+For each per-step pipeline (a tiny one by name, exported first, or a folder)
 and each default transform level: the shards as built (each its own basis, the level's target met
 by marginal allocation); then per layer and tensor one basis fitted over every step's tokens
 (:func:`lowrank.fit` on the steps stacked), quantised once at the finest step the built shards
@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _pipelines import loadable  # noqa: E402
 from _provenance import provenance  # noqa: E402
 
 from sakura.platform import importance as imp  # noqa: E402
@@ -41,8 +42,8 @@ def _frames(raw: list[bytes]) -> int:
     return sum(SECTION.size + len(compress(r, 9)) for r in raw)
 
 
-def measure(folder: str, steps: int) -> dict:
-    adapter = load_model(folder)
+def measure(model: str, steps: int) -> dict:
+    adapter = load_model(loadable(model))
     res, schedule = adapter.resolution, Schedule(steps=steps)
     template = Template(fit_image(load_image(TEMPLATE), res), PROMPT, "style_transfer")
     request = EditRequest(fit_image(load_image(CALIBRATION[0]), res), seed=CALIBRATION[1])
@@ -54,7 +55,7 @@ def measure(folder: str, steps: int) -> dict:
     probes = [query_probe(probe[k]) for k in keys]
     layers = sorted({k.layer for k in keys})
     overhead = HEADER.size + 8 + 1 + CHECKSUM_BYTES  # container, level name, section count, trailer
-    out: dict = {"model": folder, "steps": steps, "layers": len(layers), "shards": len(keys),
+    out: dict = {"model": model, "steps": steps, "layers": len(layers), "shards": len(keys),
                  "kv_bytes_fp16": kv.nbytes_fp16, "levels": {}}
     for name, level in default_levels().items():
         if level.transform is None:
@@ -92,7 +93,7 @@ def measure(folder: str, steps: int) -> dict:
             "layer_basis_rms_error": float(np.sqrt(np.mean(np.square(shared_err)))),
         }
         r = out["levels"][name]
-        print(f"{folder} {name}: built {built} B ({kv.nbytes_fp16 / built:.1f}x fp16, err {r['built_rms_error']:.4f}); "
+        print(f"{model} {name}: built {built} B ({kv.nbytes_fp16 / built:.1f}x fp16, err {r['built_rms_error']:.4f}); "
               f"layer basis intra {r['layer_basis_intra_bytes']} B, inter {r['layer_basis_inter_bytes']} B "
               f"(err {r['layer_basis_rms_error']:.4f})", flush=True)
     return out
@@ -105,13 +106,12 @@ def _error(probe, exact_pair, pair) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", action="append", required=True, help="a per-step pipeline folder (repeatable)")
-    p.add_argument("--label", action="append", help="each model's name in the JSON (default: its folder)")
+    p.add_argument("--model", action="append", required=True,
+                   help="a tiny per-step pipeline's name (tiny-kontext, tiny-sd3-pipeline) or a folder (repeatable)")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    labels = args.label or args.model
-    results = [measure(folder, args.steps) | {"model": label} for folder, label in zip(args.model, labels)]
+    results = [measure(model, args.steps) for model in args.model]
     if args.json:
         args.json.write_text(json.dumps({"provenance": provenance("sakura.platform.codec"), "models": results},
                                         indent=1) + "\n")
