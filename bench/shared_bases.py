@@ -36,6 +36,7 @@ from sakura.platform.codec import (  # noqa: E402
 )
 from sakura.platform.codec.container import CHECKSUM_BYTES, HEADER, SECTION, compress, to_planes  # noqa: E402
 from sakura.platform.codec.format_v2 import TENSOR  # noqa: E402
+from sakura.platform.codec.lowrank import fit_step  # noqa: E402
 from sakura.platform.codec.transform import LADDER, NEGLIGIBLE, joint  # noqa: E402
 from sakura.platform.images import fit_image, load_image  # noqa: E402
 from sakura.platform.kv import ShardKey, TemplateKV  # noqa: E402
@@ -80,16 +81,12 @@ def fit_shared(library: list[Captured], key: ShardKey, which: int) -> np.ndarray
     return vt
 
 
-def _step(step: float, values: np.ndarray) -> float:
-    return float(np.float32(max(step, float(np.abs(values).max(initial=0.0)) / 32767 * (1 + 1e-6), 1e-30)))
-
-
 def code_against(x: np.ndarray, basis: np.ndarray, step: float) -> tuple[int, np.ndarray, int]:
     """``x`` (tokens x width) at ``step`` against a shared ``basis`` (its fp16 rows): the bytes of its
     mean and coefficients, the rebuilt tensor, and the rank (a prefix of the shared basis)."""
     tokens = x.shape[0]
     mean = x.mean(axis=0)
-    mean_step = _step(step / math.sqrt(tokens), mean)
+    mean_step = fit_step(step / math.sqrt(tokens), mean)
     mean_codes = np.rint(mean / mean_step).astype(np.int32)
     centred = x - mean_codes * mean_step
     energy = ((centred @ basis.T) ** 2).mean(axis=0)
@@ -98,7 +95,7 @@ def code_against(x: np.ndarray, basis: np.ndarray, step: float) -> tuple[int, np
     b = basis[:rank]
     coefficients = (np.linalg.lstsq(b @ b.T, b @ centred.T, rcond=None)[0].T if rank
                     else np.zeros((tokens, 0)))
-    coef_step = _step(step, coefficients)
+    coef_step = fit_step(step, coefficients)
     coef_codes = np.rint(coefficients / coef_step).astype(np.int32)
     rebuilt = (coef_codes * np.float32(coef_step)).astype(np.float32) @ b.astype(np.float32) \
         + (mean_codes * np.float32(mean_step)).astype(np.float32)

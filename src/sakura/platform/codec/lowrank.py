@@ -113,12 +113,12 @@ def fit(x: np.ndarray, weights: np.ndarray | None = None) -> Fit:
 
 def quantise(f: Fit, step: float, *, identity: bool = False) -> TensorCode:
     """``f``'s tensor at coefficient step ``step``: low rank, or with the identity basis."""
-    mean_step = _step(step / math.sqrt(f.tokens), f.mean)
+    mean_step = fit_step(step / math.sqrt(f.tokens), f.mean)
     mean_codes = np.rint(f.mean / mean_step).astype(np.int32)
     shift = mean_codes * mean_step - f.mean  # the quantised mean's error, taken out of every token
     centred = f.x - (f.mean + shift)
     if identity:
-        coef_step = _step(step, centred)
+        coef_step = fit_step(step, centred)
         return TensorCode(mean_step, coef_step, mean_codes, np.rint(centred / coef_step).astype(np.int32))
     coefficients = f.coefficients - shift @ f.components.T
     keep = (coefficients**2).mean(axis=0) > step**2 / 12.0
@@ -132,12 +132,12 @@ def quantise(f: Fit, step: float, *, identity: bool = False) -> TensorCode:
     # Coefficients refitted to the quantised basis: least squares through its r x r Gram matrix.
     coefficients = np.linalg.lstsq(basis @ basis.T, basis @ centred.T, rcond=None)[0].T if len(basis) \
         else np.zeros((f.tokens, 0))
-    coef_step = _step(step, coefficients)
+    coef_step = fit_step(step, coefficients)
     coef_codes = np.rint(coefficients / coef_step).astype(np.int32)
     return TensorCode(mean_step, coef_step, mean_codes, coef_codes, basis_steps.astype(np.float32), basis_codes)
 
 
-def _step(step: float, values: np.ndarray) -> float:
+def fit_step(step: float, values: np.ndarray) -> float:
     """``step`` as a float32, coarsened where needed so no code of ``values`` leaves the int16 range."""
     largest = float(np.abs(values).max(initial=0.0))
     return float(np.float32(max(step, largest / INT16_MAX * (1 + 1e-6), 1e-30)))
