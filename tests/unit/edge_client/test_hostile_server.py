@@ -498,23 +498,3 @@ def test_a_minor_schema_with_unknown_fields_still_edits_and_a_major_one_asks_for
     assert isinstance(refused, ManifestError) and "update" in str(refused), refused
     assert all(is_manifest(r.path) or "/shards/0/" in r.path for r in hostile.requests("newer-major"))
 
-
-def _later_format(manifest: dict, level: str) -> dict:
-    for entry in manifest["levels"]:
-        if entry["name"] == level:
-            entry["format"] = 3  # a wire format a later server writes, which this phone cannot read
-    return manifest
-
-
-SCENARIOS.update({
-    "later-format": on_manifest(lambda m: _later_format(m, "compact")),
-    "no-format-it-reads": on_manifest(lambda m: [_later_format(m, lv["name"]) for lv in m["levels"]][-1]),
-})
-
-
-def test_a_level_in_a_format_the_phone_cannot_decode_is_never_fetched(hostile, reference_model, tmp_path):
-    result, _ = attack(hostile, "later-format", reference_model, tmp_path, policy="mpc")
-    assert isinstance(result, EditResult) and "compact" not in result.levels, result
-    assert not [r.path for r in hostile.requests("later-format") if r.path.endswith("/compact")]
-    refused, _ = attack(hostile, "no-format-it-reads", reference_model, tmp_path / "none", policy="mpc")
-    assert isinstance(refused, ConfigError) and "update it" in str(refused), refused
