@@ -145,7 +145,41 @@ def per_step() -> str:
     return "\n".join(lines) + "\n" + _source("per-step.json")
 
 
+#: The regime runs of the codec table: (label, JSON), before (v1) and after (v2), each bracket.
+REGIMES = (("v1, conservative", "regime-v1.json"), ("v2, conservative", "regime.json"),
+           ("v1, optimistic", "regime-v1-optimistic.json"), ("v2, optimistic", "regime-optimistic.json"))
+
+
+def _crossing(entry: dict, key: str) -> str:
+    rates = entry["cold"]["crossovers_mbps"].get(key, [])
+    return "never" if not rates else " / ".join(f"{r:.0f}" for r in rates)
+
+
+def regime_codec() -> str:
+    """Per analytic workload on flagship-npu: on-device / SAKURA over lumos-5g and the link rate it
+    crosses 1 at (cold), with each codec and bracket."""
+    runs = [(label, _load(name)) for label, name in REGIMES if (OUT / name).exists()]
+    lines = [_row(["workload (flagship-npu)", "codec, rates", "model the rates are from",
+                   "lumos-5g on-device / SAKURA", "uncached / SAKURA", "bound", "cold crossover Mbit/s (on-device)"]),
+             _row(["---"] * 7)]
+    workloads = [w for w in runs[0][1]["maps"] if "flagship-npu" in runs[0][1]["maps"][w]]
+    for workload in workloads:
+        for label, data in runs:
+            entry = data["maps"].get(workload, {}).get("flagship-npu")
+            if entry is None:
+                continue
+            ratios = entry["families"]["ratios"].get("lumos-5g", {})
+            source = data.get("codec_rates_source", {})
+            lines.append(_row([workload, label, str(source.get("model", "-")),
+                               _num(ratios.get("ondevice_over_sakura"), 2),
+                               _num(ratios.get("ondevice_uncached_over_sakura"), 2),
+                               _num(entry["workload"]["ondevice_over_sakura_bound"], 2),
+                               _crossing(entry, "ondevice_over_sakura")]))
+    return "\n".join(lines) + "\n" + _source(*(name for label, name in REGIMES if (OUT / name).exists()))
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "regime-codec": regime_codec,
     "per-step": per_step,
     "codec-reference": codec_reference,
     "codec-models": codec_models,
