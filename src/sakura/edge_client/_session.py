@@ -226,7 +226,7 @@ class EdgeSession:
     def _objects(self, manifest: PhoneManifest, kind: str, path_of: Callable[[str, int, str], str],
                  cancel: threading.Event | None, bundled: dict[str, bytes]) -> dict[str, np.ndarray]:
         return {entry.name: decode_context(self._object_bytes(manifest, kind, entry, path_of, cancel, bundled),
-                                           tuple(entry.shape), entry.dtype)
+                                           tuple(entry.shape), entry.dtype, entry.encoding)
                 for entry in getattr(manifest, kind)}
 
     def _object_bytes(self, manifest: PhoneManifest, kind: str, entry: PhoneObject | PhoneImage,

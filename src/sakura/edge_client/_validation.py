@@ -97,6 +97,6 @@ def _check_objects(entries: list[PhoneObject], limits: dict[str, tuple[int, ...]
         if len(entry.shape) != len(largest) or any(n > m for n, m in zip(entry.shape, largest)):
             raise ManifestError(f"{what} {entry.name!r} has shape {tuple(entry.shape)}; "
                                 f"the model takes at most {largest}")
-        if entry.length > max_encoded_bytes(tuple(entry.shape), entry.dtype):
+        if entry.length > max_encoded_bytes(tuple(entry.shape), entry.dtype, entry.encoding):
             raise ManifestError(f"{what} {entry.name!r} claims {entry.length} bytes, more than "
                                 f"any encoding of {tuple(entry.shape)} {entry.dtype}")

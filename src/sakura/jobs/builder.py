@@ -14,9 +14,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from sakura.platform import layout
 from sakura.platform.codec import LevelSpec, QueryProbe, encode_shards
-from sakura.platform.context import encode_context
+from sakura.platform.context import LOWRANK, ZSTD, code_within_parity, encode_context
 from sakura.platform.images import fit_image, image_bytes_identity, load_image
 from sakura.platform.importance import from_attention, from_key_norms
 from sakura.platform.kv import TemplateKV
@@ -35,6 +37,7 @@ from sakura.platform.manifest import (
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, Template, load_model, query_probe
 from sakura.platform.spec import TemplateEntry
 from sakura.platform.template_image import IMAGE_FORMAT, TEMPLATE_IMAGE, template_for
+from sakura.platform.verify import PARITY_MAX_ABS
 
 #: Calibration photos (user-side images whose attention ranks template tokens), per task.
 CALIBRATION = {
@@ -58,7 +61,8 @@ class BuildSettings:
     def hash_material(self) -> dict:
         # format 2: versions ship source objects; 3: the template's image, published as a JPEG, which
         # everything is built from; 4: transform levels measure their error on the first calibration
-        # edit's queries. A rebuild of an older format's version publishes anew.
+        # edit's queries, and context objects are coded within the parity tolerance. A rebuild of an
+        # older format's version publishes anew.
         return {"levels": [lv.model_dump(mode="json") for lv in self.levels], "steps": self.steps,
                 "strength": self.strength, "calibration": self.calibration, "format": 4}
 
@@ -106,14 +110,44 @@ class TemplateBuilder:
         """Where this builder writes: the library decides which store keeps each level."""
         return TemplateLibrary.open(self.settings.store, dict(self.settings.tiers))
 
-    def _write_context(self, template_id: str, version: int, name: str, array) -> ContextEntry:
+    def _write_context(self, template_id: str, version: int, name: str, array, coded: bytes | None = None
+                       ) -> ContextEntry:
         """A context or source object (prompt embeddings, reference latents), next to the
-        version's other files; both kinds share one name space (the manifest checks it)."""
+        version's other files; both kinds share one name space (the manifest checks it). ``coded``:
+        the array transform-coded (:func:`code_within_parity`), shipped instead of its zstd bytes."""
         data, shape, dtype = encode_context(array)
+        if coded is not None:
+            data = coded
         key = layout.context_key(template_id, version, name)
         write_once(self.library.store, key, data)
         return ContextEntry(name=name, key=key, shape=shape, dtype=dtype, length=len(data),
-                            sha256=hashlib.sha256(data).hexdigest())
+                            sha256=hashlib.sha256(data).hexdigest(), encoding=LOWRANK if coded else ZSTD)
+
+    def _coded_context(self, kv: TemplateKV, template: Template, photos: list[str], schedule: Schedule,
+                       context: dict[str, np.ndarray]) -> dict[str, bytes]:
+        """Each context object that codes smaller while every calibration edit's image stays within
+        half the parity tolerance of its image with the object as it is (:func:`code_within_parity`;
+        half: a margin for requests the build never saw, an estimate). Source objects are never
+        coded: the phone computes KV from them, which must equal the capture's."""
+        if not context:
+            return {}
+        res = self.adapter.resolution
+        requests = [EditRequest(fit_image(load_image(p), res), seed=i) for i, p in enumerate(photos)]
+
+        def edits(ctx: dict[str, np.ndarray]) -> list[np.ndarray]:
+            return [self.adapter.edit_image(kv, template.prompt, r, schedule, context=ctx) for r in requests]
+
+        exact = edits(context)
+        coded = {}
+        for name, array in sorted(context.items()):
+            def within(decoded: np.ndarray, name: str = name) -> bool:
+                return all(float(np.abs(a - b).max()) <= PARITY_MAX_ABS / 2
+                           for a, b in zip(edits({**context, name: decoded}), exact))
+
+            data = code_within_parity(array, within)
+            if data is not None:
+                coded[name] = data
+        return coded
 
     def _write_image(self, template_id: str, version: int, jpeg: bytes, resolution: int) -> ImageEntry:
         key = layout.image_key(template_id, version, TEMPLATE_IMAGE)
@@ -165,7 +199,8 @@ class TemplateBuilder:
             locations[level.name] = locs
         importance_key = layout.importance_key(entry.id, job.version)
         write_once(self.library.store, importance_key, scores.to_bytes())
-        context = [self._write_context(entry.id, job.version, name, array)
+        coded = self._coded_context(kv, template, photos, schedule, template_context)
+        context = [self._write_context(entry.id, job.version, name, array, coded.get(name))
                    for name, array in sorted(template_context.items())]
         source = [self._write_context(entry.id, job.version, name, array)
                   for name, array in sorted(adapter.template_source(template).items())]

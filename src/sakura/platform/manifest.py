@@ -29,7 +29,8 @@ from sakura.platform.layout import MAX_VERSION
 
 SCHEMA_VERSION: Final = 1
 #: The phone-facing view's schema, ``major.minor``: a minor bump only adds fields.
-PHONE_SCHEMA_VERSION = "1.3"  # 1.1: ``images``; 1.2: ``shard_hashes``; 1.3: a level's ``format``
+#: 1.1: ``images``; 1.2: ``shard_hashes``; 1.3: a level's ``format``, a context object's ``encoding``.
+PHONE_SCHEMA_VERSION = "1.3"
 #: Bytes of one shard's digest at one level in the shard hashes object (:class:`PhoneHashes`).
 DIGEST_BYTES = 32
 MAX_MANIFEST_BYTES = 16 << 20
@@ -97,6 +98,8 @@ class PhoneObject(_Tolerant):
     dtype: Literal["float32", "float16"]
     length: int = Field(gt=0)
     sha256: str = Field(pattern=_SHA256)
+    #: How its bytes encode the array (:mod:`sakura.platform.context`; before schema 1.3: zstd).
+    encoding: Literal["zstd", "lowrank"] = "zstd"
 
 
 class PhoneImage(_Tolerant):

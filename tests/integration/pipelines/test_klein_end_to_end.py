@@ -69,7 +69,7 @@ def stock(klein, library) -> np.ndarray:
     template = Template(decode_published(store.get(image.key), image.width, image.height), PROMPT)
     assert np.abs(template.image - fit_image(load_image(str(root / "brick.png")), cloud.resolution)).mean() < 0.02
     request = EditRequest(fit_image(load_image(PHOTO), cloud.resolution), seed=0)
-    context = {c.name: decode_context(store.get(c.key), tuple(c.shape), c.dtype) for c in manifest.context}
+    context = {c.name: decode_context(store.get(c.key), tuple(c.shape), c.dtype, c.encoding) for c in manifest.context}
     return cloud.stock_image(template, request, SCHEDULE, context)
 
 
@@ -77,6 +77,8 @@ def test_the_library_ships_prompt_embeddings_and_no_text_encoder_runs_on_the_pho
     manifest = TemplateLibrary(open_store(library)).manifest("brick", 1)
     assert manifest.model.family == "flux2-klein" and len(manifest.shards) == 4
     assert [(c.name, c.shape, c.dtype) for c in manifest.context] == [("prompt_embeds", (32, 96), "float32")]
+    # coded by the transform codec, the edit within the parity tolerance: a fraction of the array's bytes
+    assert manifest.context[0].encoding == "lowrank" and manifest.context[0].length < 32 * 96 * 4 / 3
     assert manifest.schedule.steps == 3 and manifest.schedule.strength == 0.8
 
 

@@ -43,7 +43,7 @@ def stored_manifest() -> Manifest:
                         bytes=level.bytes, spec={"bits": 16})
     shard = base.shards[0]
     context = ContextEntry(name="prompt_embeds", key=layout.level_key("tpl", 3, "ctx"), shape=(4, 8), dtype="float16",
-                           length=40, sha256="a" * 64)
+                           length=40, sha256="a" * 64, encoding="lowrank")
     image = ImageEntry(name="template_image", key=layout.image_key("tpl", 3, "template_image"), format="jpeg",
                        width=64, height=64, length=2000, sha256="b" * 64)
     return base.model_copy(update={
@@ -62,7 +62,7 @@ def test_the_phone_view_carries_no_store_uri_key_row_group_or_importance_key():
     doc = json.loads(GOLDEN.read_bytes())
     assert set(doc["levels"][1]) == {"name", "bytes", "spec", "format"}
     assert set(doc["shards"][0]["levels"]["full"]) == {"length", "sha256"}
-    assert set(doc["context"][0]) == {"name", "shape", "dtype", "length", "sha256"}
+    assert set(doc["context"][0]) == {"name", "shape", "dtype", "length", "sha256", "encoding"}
     assert set(doc["images"][0]) == {"name", "format", "width", "height", "length", "sha256"}
     assert "importance_key" not in doc and "created_at" not in doc
     assert not any(s in GOLDEN.read_text() for s in ("s3://", "file://", "parquet", "versions/"))
@@ -75,6 +75,7 @@ def test_an_earlier_minor_version_is_read_and_what_it_lacks_is_empty():
     assert v12.schema_version == "1.2" and v12.shard_hashes is not None
     assert v10.shards == v11.shards == v12.shards == stored_manifest().for_phone().shards
     assert all(level.format == 1 for v in (v10, v11, v12) for level in v.levels)  # before 1.3: format v1
+    assert all(c.encoding == "zstd" for v in (v10, v11, v12) for c in v.context)  # and zstd objects
 
 
 def test_a_level_in_a_format_this_phone_cannot_decode_is_left_out():
