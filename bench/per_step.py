@@ -28,7 +28,7 @@ from _provenance import provenance  # noqa: E402
 
 from sakura.platform import importance as imp  # noqa: E402
 from sakura.platform.codec import decode_shard, default_levels, encode_shards, peek_header  # noqa: E402
-from sakura.platform.codec.container import CHECKSUM_BYTES, HEADER, SECTION, compress, to_planes  # noqa: E402
+from sakura.platform.codec.container import CHECKSUM_BYTES, HEADER, SECTION, compress, planes_bytes  # noqa: E402
 from sakura.platform.codec.format_v2 import TENSOR, LowRankHeader  # noqa: E402
 from sakura.platform.codec.lowrank import fit, quantise  # noqa: E402
 from sakura.platform.codec.transform import joint  # noqa: E402
@@ -77,9 +77,9 @@ def measure(model: str, steps: int) -> dict:
                 basis_bytes += TENSOR.size + _frames(raw[:-1])  # mean, basis steps and codes: once per layer
                 tokens = x[0].shape[0]
                 codes = code.coef_codes.reshape(len(chain), tokens, code.rank)
-                intra += sum(_frames([to_planes(np.ascontiguousarray(c.T))]) for c in codes)
-                inter += _frames([to_planes(np.ascontiguousarray(codes[0].T))]) + sum(
-                    _frames([to_planes(np.ascontiguousarray((b - a).T))]) for a, b in zip(codes, codes[1:]))
+                intra += sum(_frames([planes_bytes(np.ascontiguousarray(c.T))]) for c in codes)
+                inter += _frames([planes_bytes(np.ascontiguousarray(codes[0].T))]) + sum(
+                    _frames([planes_bytes(np.ascontiguousarray((b - a).T))]) for a, b in zip(codes, codes[1:]))
                 dense = code.factors().dense().reshape(len(chain), tokens, -1)
                 for k, d in zip(chain, dense):
                     heads, _, head_dim = kv[k].k.shape

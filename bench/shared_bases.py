@@ -34,7 +34,7 @@ from sakura.platform.codec import (  # noqa: E402
     default_levels,
     encode_shards,
 )
-from sakura.platform.codec.container import CHECKSUM_BYTES, HEADER, SECTION, compress, to_planes  # noqa: E402
+from sakura.platform.codec.container import CHECKSUM_BYTES, HEADER, SECTION, compress, planes_bytes  # noqa: E402
 from sakura.platform.codec.format_v2 import TENSOR  # noqa: E402
 from sakura.platform.codec.lowrank import fit_step  # noqa: E402
 from sakura.platform.codec.transform import LADDER, NEGLIGIBLE, joint  # noqa: E402
@@ -99,7 +99,7 @@ def code_against(x: np.ndarray, basis: np.ndarray, step: float) -> tuple[int, np
     coef_codes = np.rint(coefficients / coef_step).astype(np.int32)
     rebuilt = (coef_codes * np.float32(coef_step)).astype(np.float32) @ b.astype(np.float32) \
         + (mean_codes * np.float32(mean_step)).astype(np.float32)
-    sections = [to_planes(mean_codes), to_planes(np.ascontiguousarray(coef_codes.T))]
+    sections = [planes_bytes(mean_codes), planes_bytes(np.ascontiguousarray(coef_codes.T))]
     nbytes = TENSOR.size + sum(SECTION.size + len(compress(s, 9)) for s in sections)
     return nbytes, rebuilt, rank
 

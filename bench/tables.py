@@ -178,7 +178,39 @@ def regime_codec() -> str:
     return "\n".join(lines) + "\n" + _source(*(name for label, name in REGIMES if (OUT / name).exists()))
 
 
+def context_objects() -> str:
+    d = _load("context-objects.json")
+    lines = [_row(["pipeline", "object", "shape", "as the text encoder made it (zstd)",
+                   "transform-coded within parity"]), _row(["---"] * 5)]
+    for m in d["models"]:
+        for name, o in m["objects"].items():
+            coded = o["coded_within_parity_bytes"]
+            cell = "never within parity" if coded is None else f"{coded:,} B ({o['shipped_bytes'] / coded:.1f}x)"
+            lines.append(_row([m["model"], name, " x ".join(map(str, o["shape"])), f"{o['shipped_bytes']:,} B", cell]))
+    return "\n".join(lines) + "\n" + _source("context-objects.json")
+
+
+def cold_bytes() -> str:
+    """Per analytic workload (flagship-npu, the conservative rates): what a cold light phone downloads
+    besides the manifest (context objects, the template's JPEG) and the KV at each level."""
+    runs = [(label, _load(name)) for label, name in REGIMES[:2] if (OUT / name).exists()]
+    lines = [_row(["workload", "codec", "context + JPEG", "KV at compact", "KV at medium", "KV at full"]),
+             _row(["---"] * 6)]
+    for workload, profiles in runs[0][1]["maps"].items():
+        for label, data in runs:
+            entry = data["maps"].get(workload, {}).get("flagship-npu" if "flagship-npu" in profiles else "this-machine")
+            if entry is None:
+                continue
+            w = entry["workload"]
+            mb = [f"{w['bytes_per_level'][lv] / 1e6:,.1f} MB" for lv in ("compact", "medium", "full")]
+            objects = (w["context_bytes"] + w["source_bytes"]) / 1e6
+            lines.append(_row([workload, label.split(",")[0], f"{objects:.2f} MB", *mb]))
+    return "\n".join(lines) + "\n" + _source(*(name for _, name in REGIMES[:2] if (OUT / name).exists()))
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "context-objects": context_objects,
+    "cold-bytes": cold_bytes,
     "regime-codec": regime_codec,
     "per-step": per_step,
     "codec-reference": codec_reference,

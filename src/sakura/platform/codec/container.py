@@ -176,15 +176,27 @@ def sections_bound(expected: Sequence[tuple[bytes, int]]) -> int:
     return 1 + sum(SECTION.size + zstd_bound(size) for _, size in expected)
 
 
-def to_planes(codes: np.ndarray) -> bytes:
-    """Signed codes in [-INT16_MAX, INT16_MAX] as their zigzag form's low, then high byte plane."""
+def to_planes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Signed codes in [-INT16_MAX, INT16_MAX] as their zigzag form's low and high byte planes (they
+    zstd well: the high plane is nearly all zeros)."""
     c = codes.astype(np.int32, copy=False)
     z = ((c << 1) ^ (c >> 31)).astype(np.uint32)
-    return (z & 0xFF).astype(np.uint8).tobytes() + (z >> 8).astype(np.uint8).tobytes()
+    return (z & 0xFF).astype(np.uint8), (z >> 8).astype(np.uint8)
 
 
-def from_planes(raw: bytes, shape: tuple[int, ...]) -> np.ndarray:
+def from_planes(low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """The int32 codes of :func:`to_planes` (any bytes decode to codes in [-32768, 32767])."""
+    z = low.astype(np.int32) | (high.astype(np.int32) << 8)
+    return (z >> 1) ^ -(z & 1)
+
+
+def planes_bytes(codes: np.ndarray) -> bytes:
+    """:func:`to_planes` as one section: the low plane, then the high one."""
+    low, high = to_planes(codes)
+    return low.tobytes() + high.tobytes()
+
+
+def codes_from_bytes(raw: bytes, shape: tuple[int, ...]) -> np.ndarray:
+    """The codes of a :func:`planes_bytes` section of ``shape`` (its size already checked)."""
     planes = np.frombuffer(raw, dtype=np.uint8).reshape(2, -1)
-    z = planes[0].astype(np.int32) | (planes[1].astype(np.int32) << 8)
-    return ((z >> 1) ^ -(z & 1)).reshape(shape)
+    return from_planes(planes[0], planes[1]).reshape(shape)

@@ -16,7 +16,7 @@ head_dim`` (the heads side by side), written ``X = C B + 1 m^T``. Its sections, 
 * ``?BAS``: the basis codes (rank x width): ``B[j] = codes[j] * step[j]``, with a stored basis only;
 * ``?COE``: the coefficient codes, component by component (rank x tokens): ``C = codes^T * coef_step``.
 
-``?`` is ``K`` or ``V``. Codes are integers as two byte planes (:func:`container.to_planes`). With the
+``?`` is ``K`` or ``V``. Codes are integers as two byte planes (:func:`container.planes_bytes`). With the
 identity basis, ``rank = width`` and ``C`` is ``X - m`` itself. Every size derives from the header:
 ``rank <= min(tokens, width)`` is checked before anything is decompressed.
 """

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sakura.platform.codec.container import INT16_MAX, from_planes, to_planes
+from sakura.platform.codec.container import INT16_MAX, codes_from_bytes, planes_bytes
 from sakura.platform.codec.format_v2 import TensorHeader
 from sakura.platform.errors import CodecError
 from sakura.platform.kv import LowRank
@@ -49,10 +49,10 @@ class TensorCode:
 
     def raw_sections(self) -> list[bytes]:
         """The tensor's sections, raw, in the order format v2 lists them."""
-        out = [to_planes(self.mean_codes)]
+        out = [planes_bytes(self.mean_codes)]
         if self.basis_steps is not None and self.basis_codes is not None:
-            out += [self.basis_steps.astype("<f4").tobytes(), to_planes(self.basis_codes)]
-        return [*out, to_planes(np.ascontiguousarray(self.coef_codes.T))]
+            out += [self.basis_steps.astype("<f4").tobytes(), planes_bytes(self.basis_codes)]
+        return [*out, planes_bytes(np.ascontiguousarray(self.coef_codes.T))]
 
     def factors(self) -> LowRank:
         """The dequantised factors (what the decoder computes, bit for bit)."""
@@ -66,14 +66,14 @@ class TensorCode:
 
 def from_sections(header: TensorHeader, sections: list[bytes], tokens: int, width: int) -> TensorCode:
     """A tensor's codes from its decompressed sections (their sizes already match ``header``)."""
-    mean_codes = from_planes(sections[0], (width,))
-    coef_codes = from_planes(sections[-1], (header.rank, tokens)).T
+    mean_codes = codes_from_bytes(sections[0], (width,))
+    coef_codes = codes_from_bytes(sections[-1], (header.rank, tokens)).T
     if not header.basis:
         return TensorCode(header.mean_step, header.coef_step, mean_codes, coef_codes)
     steps = np.frombuffer(sections[1], dtype="<f4").astype(np.float32)
     if not (np.isfinite(steps).all() and (steps > 0).all()):
         raise CodecError("basis steps are not finite and positive")
-    basis_codes = from_planes(sections[2], (header.rank, width))
+    basis_codes = codes_from_bytes(sections[2], (header.rank, width))
     return TensorCode(header.mean_step, header.coef_step, mean_codes, coef_codes, steps, basis_codes)
 
 

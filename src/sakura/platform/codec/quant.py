@@ -14,9 +14,8 @@ import functools
 
 import numpy as np
 
+from sakura.platform.codec.container import INT16_MAX
 from sakura.platform.errors import CodecError
-
-INT16_MAX = 32767
 
 
 @functools.lru_cache(maxsize=16)
@@ -74,14 +73,3 @@ def dequantize(codes: np.ndarray, mean: np.ndarray, std: np.ndarray, row_step: n
     out *= std[:, None, :]
     out += mean[:, None, :]
     return out
-
-
-def to_planes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag-map signed codes and split them into low and high byte planes (they zstd well)."""
-    z = ((codes << 1) ^ (codes >> 31)).astype(np.uint32)
-    return (z & 0xFF).astype(np.uint8), (z >> 8).astype(np.uint8)
-
-
-def from_planes(low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    z = low.astype(np.int32) | (high.astype(np.int32) << 8)
-    return (z >> 1) ^ -(z & 1)

@@ -8,7 +8,7 @@ from typing import Literal, overload
 import numpy as np
 
 from sakura.platform.codec import lowrank, quant
-from sakura.platform.codec.container import DTYPE_CODES, Expectation
+from sakura.platform.codec.container import DTYPE_CODES, Expectation, from_planes, to_planes
 from sakura.platform.codec.distortion import QueryProbe
 from sakura.platform.codec.format import (
     KIND_LOSSLESS,
@@ -75,7 +75,7 @@ def _encode_v1(pair: KVPair, level: LevelSpec, importance: np.ndarray | None) ->
             x = x @ quant.hadamard(head_dim)
         mean, std = quant.channel_stats(x)
         stats += [mean, std]
-        planes += quant.to_planes(quant.quantize(x, mean, std, row_step))
+        planes += to_planes(quant.quantize(x, mean, std, row_step))
     header = ShardHeader(dtype, KIND_QUANTIZED, rotated, heads, tokens, head_dim, float(level.kappa), level.name,
                          tuple(float(b) for b in class_bits))
     sections = [np.concatenate([s.ravel() for s in stats]).astype("<f4").tobytes(), classes.tobytes(),
@@ -176,7 +176,7 @@ def _dequantize(header: ShardHeader, sections: list[bytes]) -> KVPair:
     planes = [np.frombuffer(s, dtype=np.uint8).reshape(header.shape) for s in sections[2:]]
     out = []
     for i, (low, high) in enumerate(((planes[0], planes[1]), (planes[2], planes[3]))):
-        x = quant.dequantize(quant.from_planes(low, high), stats[2 * i], stats[2 * i + 1], row_step)
+        x = quant.dequantize(from_planes(low, high), stats[2 * i], stats[2 * i + 1], row_step)
         if header.rotated:
             x = x @ quant.hadamard(head_dim).T
         out.append(x.astype(header.dtype))
