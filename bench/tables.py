@@ -208,7 +208,55 @@ def cold_bytes() -> str:
     return "\n".join(lines) + "\n" + _source(*(name for _, name in REGIMES[:2] if (OUT / name).exists()))
 
 
+def crossovers() -> str:
+    """Every workload and profile of ``regime.json``: compute, the link rate SAKURA wins above against
+    each baseline (cold), and the lumos-5g medians' ratios."""
+    d = _load("regime.json")
+    keys = ("cachegen_over_sakura", "ondevice_over_sakura", "ondevice_uncached_over_sakura",
+            "ondevice_prepared_over_sakura")
+    lines = [_row(["workload", "profile", "KV MB (fp16)", "compute s: SAKURA / on-device / uncached",
+                   "SAKURA wins above (Mbit/s): CacheGen / on-device / uncached / prepared",
+                   "lumos-5g: CacheGen / on-device / uncached over SAKURA"]), _row(["---"] * 6)]
+    for workload, profiles in d["maps"].items():
+        for profile, entry in profiles.items():
+            w, ratios = entry["workload"], entry["families"]["ratios"].get("lumos-5g", {})
+            compute = w["ondevice_compute_s"]
+            lines.append(_row([f"`{workload}`", f"`{profile}`", f"{w['kv_bytes_fp16'] / 1e6:,.0f}",
+                               f"{w['sakura_compute_s']:.2f} / {compute['on-device']:.2f} / "
+                               f"{compute['on-device-uncached']:.2f}",
+                               " / ".join(_crossing(entry, k) for k in keys),
+                               " / ".join(_num(ratios.get(k), 2) for k in keys[:3])]))
+    return "\n".join(lines) + "\n" + _source("regime.json")
+
+
+def paper_regime() -> str:
+    """klein-4b-ref1024 on flagship-npu over the real traces (``e2e-workloads.json``): medians and
+    their ratios per family; where runs were hopeless for SAKURA (counted at its lower bound) its
+    median is a lower bound and the ratios upper bounds (marked)."""
+    d = _load("e2e-workloads.json")["workloads"]["klein-4b-ref1024"]
+    lines = [_row(["family", "SAKURA s", "on-device s", "uncached s", "CacheGen s", "CacheGen / SAKURA",
+                   "uncached / SAKURA", "on-device / SAKURA", "warm: uncached / on-device over SAKURA",
+                   "hopeless runs"]), _row(["---"] * 10)]
+    for family, systems in d["families"].items():
+        hopeless = d["hopeless_runs"].get(family, 0)
+        low, high = ("≥ ", "≤ ") if hopeless else ("", "")
+        r, warm = d["ratios"][family], d["warm"]["ratios"][family]
+
+        def ratio(x: float | None, mark: str = high) -> str:
+            return "-" if x is None else f"{mark}{x:.2f}"
+
+        lines.append(_row([family, f"{low}{systems['sakura']['median_s']:.2f}",
+                           *(f"{systems[s]['median_s']:.2f}" for s in ("on-device", "on-device-uncached", "cachegen")),
+                           ratio(r["cachegen_over_sakura"]), ratio(r["ondevice_uncached_over_sakura"]),
+                           ratio(r["ondevice_over_sakura"]),
+                           f"{ratio(warm['ondevice_uncached_over_sakura'])} / {ratio(warm['ondevice_over_sakura'])}",
+                           str(hopeless)]))
+    return "\n".join(lines) + "\n" + _source("e2e-workloads.json")
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "paper-regime": paper_regime,
+    "crossovers": crossovers,
     "context-objects": context_objects,
     "cold-bytes": cold_bytes,
     "regime-codec": regime_codec,
