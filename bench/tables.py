@@ -185,7 +185,12 @@ def context_objects() -> str:
     for m in d["models"]:
         for name, o in m["objects"].items():
             coded = o["coded_within_parity_bytes"]
-            cell = "never within parity" if coded is None else f"{coded:,} B ({o['shipped_bytes'] / coded:.1f}x)"
+            if not o.get("coded", True):
+                cell = "not coded (not 2-D)"
+            elif coded is None:
+                cell = "never within parity"
+            else:
+                cell = f"{coded:,} B ({o['shipped_bytes'] / coded:.1f}x)"
             lines.append(_row([m["model"], name, " x ".join(map(str, o["shape"])), f"{o['shipped_bytes']:,} B", cell]))
     return "\n".join(lines) + "\n" + _source("context-objects.json")
 
