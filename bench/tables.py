@@ -259,7 +259,49 @@ def paper_regime() -> str:
     return "\n".join(lines) + "\n" + _source("e2e-workloads.json")
 
 
+#: The e2e runs of the compute-or-fetch tables, and the families they show.
+E2E = ("e2e-own-encoder.json", "e2e-kontext.json")
+FAMILIES = ("fcc-broadband", "lumos-4g", "lumos-5g", "mahimahi-cellular", "norway-hsdpa")
+
+
+def _e2e_workloads() -> list[tuple[str, dict]]:
+    return [(name, report) for f in E2E if (OUT / f).exists() for name, report in _load(f)["workloads"].items()]
+
+
+def _over_best(state: dict, family: str, system: str, others: tuple[str, ...]) -> str:
+    table = state["families"].get(family)
+    if table is None or system not in table:
+        return "-"
+    best = min(table[o]["median_s"] for o in others if o in table)
+    return f"{table[system]['median_s'] / best:.2f}"
+
+
+def hybrid_vs_best() -> str:
+    """SAKURA's median over the best of fetching only, the stock on-device pipeline and the prepared
+    one, per workload, cold and warm."""
+    others = ("sakura-fetch-only", "on-device", "on-device-prepared")
+    lines = [_row(["workload", "start", *FAMILIES]), _row(["---"] * (2 + len(FAMILIES)))]
+    for name, report in _e2e_workloads():
+        for start, state in (("cold", report), ("warm", report["warm"])):
+            lines.append(_row([name, start, *(_over_best(state, f, "sakura", others) for f in FAMILIES)]))
+    return "\n".join(lines) + "\n" + _source(*(f for f in E2E if (OUT / f).exists()))
+
+
+def two_phones() -> str:
+    """Each system on its own phone, cold: the light phone's SAKURA against the other ways a phone
+    without a text encoder edits, the own-encoder phone's against those and the stock pipeline."""
+    light, own = ("sakura-fetch-only", "on-device-prepared"), ("sakura-fetch-only", "on-device-prepared", "on-device")
+    lines = [_row(["workload", "start", "phone", *FAMILIES]), _row(["---"] * (3 + len(FAMILIES)))]
+    for name, report in _e2e_workloads():
+        lines.append(_row([name, "cold", "light", *(_over_best(report, f, "sakura", light) for f in FAMILIES)]))
+        lines.append(_row([name, "cold", "own encoder",
+                           *(_over_best(report, f, "sakura-own-encoder", own) for f in FAMILIES)]))
+    return "\n".join(lines) + "\n" + _source(*(f for f in E2E if (OUT / f).exists()))
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "hybrid-vs-best": hybrid_vs_best,
+    "two-phones": two_phones,
     "paper-regime": paper_regime,
     "crossovers": crossovers,
     "context-objects": context_objects,
