@@ -24,8 +24,12 @@ from pathlib import Path
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.runs import simulate_runs, summarize
 from sakura.evaluation.simulator import SYSTEMS
-from sakura.evaluation.workloads import WORKLOADS, CodecRates, analytic_geometry, measure_workload
+from sakura.evaluation.workloads import WORKLOADS, analytic_geometry, measure_workload
 from sakura.platform.traces import load_traces
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _provenance import provenance  # noqa: E402
+from _simulation import SIMULATED, add_rates_options, analytic_rates, levels  # noqa: E402
 
 HEADLINE = ("cachegen_over_sakura", "ondevice_over_sakura", "ondevice_uncached_over_sakura")
 GROUPS = ("lumos-5g", "lumos-4g", "cellular", "overall")
@@ -47,11 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workload", default="klein-4b-ref1024", choices=sorted(WORKLOADS))
     p.add_argument("--device-profile", default="flagship-npu")
     p.add_argument("--starts", type=int, default=3, help="start times per trace")
+    add_rates_options(p)
     args = p.parse_args(argv)
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="sakura-sens-") as workdir:
-        reference = measure_workload("reference", f"file://{workdir}/lib", repeats=2, ratios=(1,))
-    rates, g0 = CodecRates.from_geometries(reference.geometries), reference.geometries[0]
+        reference = measure_workload("reference", f"file://{workdir}/lib", repeats=2, ratios=(1,), levels=levels(args))
+    (rates, rates_source), g0 = analytic_rates(args, reference), reference.geometries[0]
     floor = max(set(reference.floors), key=reference.floors.count)
     families, base = load_traces(args.traces), device_profile(args.device_profile)
     rows = {}
@@ -71,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:28s} {cells}", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"workload": args.workload, "device_profile": args.device_profile,
+        args.json.write_text(json.dumps({"provenance": provenance(*SIMULATED), "workload": args.workload,
+                                         "device_profile": args.device_profile, "codec_rates_source": rates_source,
                                          "ratios": list(HEADLINE), "rows": rows}, indent=1))
     print(f"(cachegen / on-device / on-device-uncached over sakura, medians)  done in {time.time() - started:.0f} s")
     return 0

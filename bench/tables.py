@@ -299,7 +299,17 @@ def two_phones() -> str:
     return "\n".join(lines) + "\n" + _source(*(f for f in E2E if (OUT / f).exists()))
 
 
+def sensitivity() -> str:
+    d = _load("sensitivity.json")
+    lines = [_row(["change", "CacheGen / SAKURA", "on-device / SAKURA", "on-device-uncached / SAKURA"]),
+             _row(["---"] * 4)]
+    for label, row in d["rows"].items():
+        lines.append(_row([label, *(_num(row["lumos-5g"][k], 2) for k in d["ratios"])]))
+    return "\n".join(lines) + "\n" + _source("sensitivity.json")
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "sensitivity": sensitivity,
     "hybrid-vs-best": hybrid_vs_best,
     "two-phones": two_phones,
     "paper-regime": paper_regime,
