@@ -16,7 +16,7 @@ from sakura.emulation import TraceLink
 from sakura.platform.traces import BandwidthTrace
 from tests.unit.edge_client.test_transport import shard
 
-SLOW_MBPS = 0.4  # a shard of ~20-40 kB streams for about half a second
+STREAM_S = 0.5  # how long the first shard streams: the second is asked for 0.15 s in, cancelled 0.1 s later
 
 
 def start(transport: HttpTransport, index: int, out: dict, cancel: threading.Event | None = None) -> threading.Thread:
@@ -50,7 +50,11 @@ def ride_behind(transport: HttpTransport, proxy, cancel: threading.Event | None 
 
 
 def slow_transport(proxy) -> HttpTransport:
-    link = TraceLink(BandwidthTrace.constant(SLOW_MBPS), rtt_s=0.0)
+    """A link on which shard 0 streams for STREAM_S, whatever size the codec makes it."""
+    probe = HttpTransport(proxy.url)
+    _, loc = shard(probe, 0)
+    probe.close()
+    link = TraceLink(BandwidthTrace.constant(loc.length * 8 / STREAM_S / 1e6), rtt_s=0.0)
     return HttpTransport(proxy.url, link=link)
 
 
