@@ -16,6 +16,7 @@ from sakura.evaluation.workloads import (
     Analytic,
     CodecRates,
     MeasuredWorkload,
+    largest_shards,
     least_compressible,
     measure_workload,
     workload_geometries,
@@ -62,20 +63,32 @@ def levels(args: argparse.Namespace) -> tuple[LevelSpec, ...] | None:
 
 def analytic_rates(args: argparse.Namespace, reference: MeasuredWorkload) -> tuple[CodecRates, dict]:
     """The codec rates ``args`` ask for, and what they are (bracket, model, source) for the JSON. The
-    conservative model is the least compressible at the build's levels, whichever ``--codec``."""
-    rates = CodecRates.from_geometries(reference.geometries)
-    if args.rates == "reference":
-        return rates, {"bracket": "optimistic", "model": "reference", "source": "measured here", "codec": args.codec}
+    conservative model is the least compressible at the build's levels, whichever ``--codec``; in
+    either bracket the decode cost per byte is the one measured on the largest shards."""
     paths = args.codec_bench or sorted(OUT.glob("codec-*.json"))
     reports = {str(path): json.loads(path.read_text()) for path in paths}
     lossy = [lv.name for lv in DEFAULT_LEVELS if not lv.lossless]
-    chosen = least_compressible(list(reports.values()), lossy)
-    source = next(path for path, report in reports.items() if report is chosen)
-    described = {"bracket": "conservative", "model": chosen["model"], "blocks": chosen.get("blocks"),
-                 "source": Path(source).name, "codec_digest": chosen.get("provenance", {}).get("code_digest"),
-                 "codec": args.codec}
     methods = {name: f"{name}-v1" for name in lossy} if args.codec == "v1" else None
-    return rates.with_codec_bench(chosen, methods), described
+    needed = list(methods.values()) if methods else lossy
+    decoder = largest_shards(list(reports.values()), needed)
+    decode = {"decode_model": decoder["model"], "decode_source": _name(reports, decoder),
+              "decode_digest": _digest(decoder)}
+    rates = CodecRates.from_geometries(reference.geometries)
+    if args.rates == "reference":
+        return rates.with_decode_from(decoder, methods), {
+            "bracket": "optimistic", "model": "reference", "source": "measured here", "codec": args.codec, **decode}
+    chosen = least_compressible(list(reports.values()), lossy)
+    described = {"bracket": "conservative", "model": chosen["model"], "blocks": chosen.get("blocks"),
+                 "source": _name(reports, chosen), "codec_digest": _digest(chosen), "codec": args.codec, **decode}
+    return rates.with_codec_bench(chosen, methods, decode_from=decoder), described
+
+
+def _name(reports: dict[str, dict], report: dict) -> str:
+    return Path(next(path for path, r in reports.items() if r is report)).name
+
+
+def _digest(report: dict) -> str | None:
+    return report.get("provenance", {}).get("code_digest")
 
 
 def rtt_s(args: argparse.Namespace) -> float:

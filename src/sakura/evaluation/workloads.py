@@ -168,19 +168,30 @@ class CodecRates:
                       float(np.mean([g.rank_shares[lv][1] for g in geometries]))) for lv in g0.rank_shares}
         return cls(g0.model, size, decode, manifest, g0.levels[-1], ranks)
 
-    def with_codec_bench(self, report: dict, methods: Mapping[str, str] | None = None) -> CodecRates:
+    def with_codec_bench(self, report: dict, methods: Mapping[str, str] | None = None,
+                         decode_from: dict | None = None) -> CodecRates:
         """These rates with bytes, decode cost and ranks of every level a codec bench report
         (``bench/codec.py --json``) measured on its model instead; the manifest's stay. A level is the
-        report's method of its name, or the one ``methods`` maps it to (e.g. ``compact-v1``)."""
+        report's method of its name, or the one ``methods`` maps it to (e.g. ``compact-v1``). The
+        decode cost comes from ``decode_from`` where given (see :func:`largest_shards`)."""
         itemsize, names = report["kv_itemsize"], dict(methods or {})
-        size, decode, ranks = dict(self.size_ratio), dict(self.decode_s_per_byte), {}
+        size, ranks = dict(self.size_ratio), {}
         for level in size:
             m = report["methods"][names.get(level, level)]
             size[level] = 1.0 / m["ratio_vs_fp16"] / (itemsize / 2 if level == self.lossless else 1.0)
-            decode[level] = 1.0 / (m.get("factor_decode_mb_s", m["decode_mb_s"]) * 1e6)
             if "k_rank_share" in m:
                 ranks[level] = (m["k_rank_share"], m["v_rank_share"])
-        return replace(self, model=report["model"], size_ratio=size, decode_s_per_byte=decode, rank_shares=ranks)
+        rates = replace(self, model=report["model"], size_ratio=size, rank_shares=ranks)
+        return rates.with_decode_from(decode_from or report, methods)
+
+    def with_decode_from(self, report: dict, methods: Mapping[str, str] | None = None) -> CodecRates:
+        """These rates with each level's decode seconds per byte as ``report`` measured them."""
+        names = dict(methods or {})
+        decode = dict(self.decode_s_per_byte)
+        for level in decode:
+            m = report["methods"][names.get(level, level)]
+            decode[level] = 1.0 / (m.get("factor_decode_mb_s", m["decode_mb_s"]) * 1e6)
+        return replace(self, decode_s_per_byte=decode)
 
 
 def least_compressible(reports: Sequence[dict], levels: Sequence[str]) -> dict:
@@ -194,6 +205,17 @@ def least_compressible(reports: Sequence[dict], levels: Sequence[str]) -> dict:
     if not usable:
         raise ValueError(f"no codec bench report measures the levels {list(levels)}")
     return min(usable, key=mean_ratio)
+
+
+def largest_shards(reports: Sequence[dict], levels: Sequence[str]) -> dict:
+    """The codec bench report measured on the largest shards (tokens x width of its rank spectrum):
+    where analytic workloads take their decode cost per byte from, in either bracket. A decoder's
+    throughput on a 32 kB shard is its per-shard fixed cost, which a real model's shard (tens of MB)
+    amortises; bytes per level stay a property of the KV (:func:`least_compressible`)."""
+    usable = [r for r in reports if all(lv in r["methods"] for lv in levels) and r.get("rank_spectrum")]
+    if not usable:
+        raise ValueError(f"no codec bench report with a rank spectrum measures the levels {list(levels)}")
+    return max(usable, key=lambda r: r["rank_spectrum"]["tokens"] * r["rank_spectrum"]["width"])
 
 
 def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates, levels: Sequence[str],

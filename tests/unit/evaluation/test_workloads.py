@@ -150,6 +150,26 @@ def test_the_conservative_rates_are_the_least_compressible_models_and_v1_maps_to
         least_compressible([{"model": "old", "methods": {}}], ["compact", "medium"])
 
 
+def test_decode_cost_comes_from_the_largest_shards_and_bytes_from_the_least_compressible_model():
+    from sakura.evaluation.workloads import largest_shards, least_compressible
+
+    small, large = _report("tiny", 9.0, 4.0), _report("wide", 10.0, 4.5)
+    small["rank_spectrum"], large["rank_spectrum"] = {"tokens": 256, "width": 32}, {"tokens": 1024, "width": 3072}
+    small["methods"]["compact"]["factor_decode_mb_s"] = 60.0  # per-shard overhead on 32 kB shards
+    large["methods"]["compact"]["factor_decode_mb_s"] = 700.0
+    reports = [large, small, _report("no spectrum", 50.0, 20.0)]
+    decoder, chosen = largest_shards(reports, ["compact", "medium"]), least_compressible(reports, ["compact", "medium"])
+    assert (decoder["model"], chosen["model"]) == ("wide", "tiny")
+    _, base = _geometry(WORKLOADS["klein-4b-ref512"])
+    rates = base.with_codec_bench(chosen, decode_from=decoder)
+    assert rates.model == "tiny" and rates.size_ratio["compact"] == pytest.approx(1 / 9.0)
+    assert rates.decode_s_per_byte["compact"] == pytest.approx(1 / 700e6)
+    assert base.with_codec_bench(chosen).decode_s_per_byte["compact"] == pytest.approx(1 / 60e6)
+    assert base.with_decode_from(decoder).size_ratio == base.size_ratio  # the optimistic bracket's bytes stay
+    with pytest.raises(ValueError, match="rank spectrum"):
+        largest_shards([_report("old", 9.0, 4.0)], ["compact", "medium"])
+
+
 def test_an_analytic_transform_level_charges_the_phone_its_rebuild_or_factored_attention():
     from sakura.evaluation.architectures import architecture
     from sakura.platform.models.factored_cost import AttentionShape, phone_flops
