@@ -299,6 +299,41 @@ def two_phones() -> str:
     return "\n".join(lines) + "\n" + _source(*(f for f in E2E if (OUT / f).exists()))
 
 
+#: The reference model's e2e run on this machine's compute, and the groups its tables show.
+THIS_MACHINE = "e2e-this-machine.json"
+GROUPS = (*FAMILIES, "cellular", "overall")
+
+
+def this_machine_latency() -> str:
+    """Median / p90 seconds per system (rows) and family (columns), and each system's mean PSNR."""
+    families = _load(THIS_MACHINE)["families"]
+    systems = list(dict.fromkeys(s for g in GROUPS for s in families.get(g, {})))
+    lines = [_row(["system", *GROUPS, "PSNR dB (overall)"]), _row(["---"] * (len(GROUPS) + 2))]
+    for system in systems:
+        cells = [f"{t['median_s']:.2f} / {t['p90_s']:.2f}" if (t := families.get(g, {}).get(system)) else "-"
+                 for g in GROUPS]
+        psnr = families.get("overall", {}).get(system, {}).get("psnr_db")
+        lines.append(_row([f"`{system}`", *cells, _num(psnr)]))
+    return "\n".join(lines) + "\n" + _source(THIS_MACHINE)
+
+
+def this_machine_ratios() -> str:
+    """Ratios of medians per family: the baselines over SAKURA, on-device by token ratio, and SAKURA
+    over the oracle and the bound."""
+    d = _load(THIS_MACHINE)
+    keys = (("cachegen_over_sakura", "CacheGen"), ("cachegen_matched_over_sakura", "CacheGen matched"),
+            ("ondevice_over_sakura", "on-device"), ("ondevice_uncached_over_sakura", "uncached"))
+    lines = [_row(["family", *(f"{label} / SAKURA" for _, label in keys),
+                   "on-device / SAKURA, compute only, token ratio 1, 2, 4", "SAKURA / oracle", "SAKURA / bound"]),
+             _row(["---"] * (len(keys) + 4))]
+    for group in GROUPS:
+        r, by_ratio = d["ratios"].get(group, {}), d.get("ondevice_by_token_ratio", {}).get(group, {})
+        lines.append(_row([group, *(_num(r.get(k), 2) for k, _ in keys),
+                           ", ".join(_num(v, 2) for v in by_ratio.values()) or "-",
+                           _num(r.get("sakura_over_oracle"), 2), _num(r.get("sakura_over_bound"), 2)]))
+    return "\n".join(lines) + "\n" + _source(THIS_MACHINE)
+
+
 def sensitivity() -> str:
     d = _load("sensitivity.json")
     lines = [_row(["change", "CacheGen / SAKURA", "on-device / SAKURA", "on-device-uncached / SAKURA"]),
@@ -312,6 +347,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "sensitivity": sensitivity,
     "hybrid-vs-best": hybrid_vs_best,
     "two-phones": two_phones,
+    "this-machine-latency": this_machine_latency,
+    "this-machine-ratios": this_machine_ratios,
     "paper-regime": paper_regime,
     "crossovers": crossovers,
     "context-objects": context_objects,
