@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from sakura.evaluation.regime import crossovers as crossings
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 DOCS = (ROOT / "README.md",)
@@ -150,17 +152,36 @@ REGIMES = (("v1, conservative", "regime-v1.json"), ("v2, conservative", "regime.
            ("v1, optimistic", "regime-v1-optimistic.json"), ("v2, optimistic", "regime-optimistic.json"))
 
 
-def _crossing(entry: dict, key: str) -> str:
-    rates = entry["cold"]["crossovers_mbps"].get(key, [])
-    return "never" if not rates else " / ".join(f"{r:.0f}" for r in rates)
+def _winning_ranges(entry: dict, key: str) -> str:
+    """The link rates (Mbit/s, cold) where SAKURA is ahead of a baseline (``key`` >= 1): "always",
+    "never", or its ranges, each edge where the ratio crosses 1 (interpolated as the regime bench
+    does). Hovering near 1 the hybrid ties its baseline, so a ratio may cross more than once."""
+    rates, ratios = entry["cold"]["rates_mbps"], entry["cold"]["ratios"][key]
+    ahead = [r is not None and r >= 1.0 for r in ratios]
+    if all(ahead):
+        return "always"
+    if not any(ahead):
+        return "never"
+    ranges, start = [], rates[0] if ahead[0] else None
+    for i in range(1, len(rates)):
+        if ahead[i] == ahead[i - 1]:
+            continue
+        edge = (crossings(rates[i - 1:i + 1], ratios[i - 1:i + 1]) or [rates[i]])[0]
+        if ahead[i]:
+            start = edge
+        else:
+            ranges.append(f"{start:.0f}-{edge:.0f}" if start != rates[0] else f"< {edge:.0f}")
+    if ahead[-1]:
+        ranges.append(f"> {start:.0f}")
+    return ", ".join(ranges)
 
 
 def regime_codec() -> str:
     """Per analytic workload on flagship-npu: on-device / SAKURA over lumos-5g and the link rate it
     crosses 1 at (cold), with each codec and bracket."""
     runs = [(label, _load(name)) for label, name in REGIMES if (OUT / name).exists()]
-    lines = [_row(["workload (flagship-npu)", "codec, rates", "model the rates are from",
-                   "lumos-5g on-device / SAKURA", "uncached / SAKURA", "bound", "cold crossover Mbit/s (on-device)"]),
+    lines = [_row(["workload (flagship-npu)", "codec, rates", "bytes / decode measured on",
+                   "lumos-5g on-device / SAKURA", "uncached / SAKURA", "bound", "SAKURA ahead of on-device at (Mbit/s, cold)"]),
              _row(["---"] * 7)]
     workloads = [w for w in runs[0][1]["maps"] if "flagship-npu" in runs[0][1]["maps"][w]]
     for workload in workloads:
@@ -170,11 +191,12 @@ def regime_codec() -> str:
                 continue
             ratios = entry["families"]["ratios"].get("lumos-5g", {})
             source = data.get("codec_rates_source", {})
-            lines.append(_row([workload, label, str(source.get("model", "-")),
+            measured_on = f"{source.get('model', '-')} / {source.get('decode_model', source.get('model', '-'))}"
+            lines.append(_row([workload, label, measured_on,
                                _num(ratios.get("ondevice_over_sakura"), 2),
                                _num(ratios.get("ondevice_uncached_over_sakura"), 2),
                                _num(entry["workload"]["ondevice_over_sakura_bound"], 2),
-                               _crossing(entry, "ondevice_over_sakura")]))
+                               _winning_ranges(entry, "ondevice_over_sakura")]))
     return "\n".join(lines) + "\n" + _source(*(name for label, name in REGIMES if (OUT / name).exists()))
 
 
@@ -220,7 +242,7 @@ def crossovers() -> str:
     keys = ("cachegen_over_sakura", "ondevice_over_sakura", "ondevice_uncached_over_sakura",
             "ondevice_prepared_over_sakura")
     lines = [_row(["workload", "profile", "KV MB (fp16)", "compute s: SAKURA / on-device / uncached",
-                   "SAKURA wins above (Mbit/s): CacheGen / on-device / uncached / prepared",
+                   "SAKURA ahead at (Mbit/s, cold): CacheGen / on-device / uncached / prepared",
                    "lumos-5g: CacheGen / on-device / uncached over SAKURA"]), _row(["---"] * 6)]
     for workload, profiles in d["maps"].items():
         for profile, entry in profiles.items():
@@ -229,7 +251,7 @@ def crossovers() -> str:
             lines.append(_row([f"`{workload}`", f"`{profile}`", f"{w['kv_bytes_fp16'] / 1e6:,.0f}",
                                f"{w['sakura_compute_s']:.2f} / {compute['on-device']:.2f} / "
                                f"{compute['on-device-uncached']:.2f}",
-                               " / ".join(_crossing(entry, k) for k in keys),
+                               " / ".join(_winning_ranges(entry, k) for k in keys),
                                " / ".join(_num(ratios.get(k), 2) for k in keys[:3])]))
     return "\n".join(lines) + "\n" + _source("regime.json")
 
