@@ -181,7 +181,8 @@ def regime_codec() -> str:
     crosses 1 at (cold), with each codec and bracket."""
     runs = [(label, _load(name)) for label, name in REGIMES if (OUT / name).exists()]
     lines = [_row(["workload (flagship-npu)", "codec, rates", "bytes / decode measured on",
-                   "lumos-5g on-device / SAKURA", "uncached / SAKURA", "bound", "SAKURA ahead of on-device at (Mbit/s, cold)"]),
+                   "lumos-5g on-device / SAKURA", "uncached / SAKURA", "bound",
+                   "SAKURA ahead of on-device at (Mbit/s, cold)"]),
              _row(["---"] * 7)]
     workloads = [w for w in runs[0][1]["maps"] if "flagship-npu" in runs[0][1]["maps"][w]]
     for workload in workloads:

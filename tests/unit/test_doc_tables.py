@@ -38,3 +38,15 @@ def test_a_table_edited_by_hand_is_caught(tables):
     match = next(tables.MARKED.finditer(text))
     edited = text.replace(match.group("body"), match.group("body").replace("|", "| 9", 1), 1)
     assert tables.render(edited)[1] == [match.group("name")]
+
+
+@pytest.mark.parametrize(("ratios", "expected"), [
+    ([1.2, 1.1, 1.3], "always"),
+    ([0.5, 0.9, 0.99], "never"),
+    ([0.5, 2.0, 4.0], "> 2"),  # crosses 1 between 1 and 4 Mbit/s, at 2 in log-log
+    ([2.0, 0.5, 2.0], "< 2, > 8"),  # the second crossing between 4 and 16, at 8
+    ([0.5, 2.0, 0.5], "2-8"),
+])
+def test_the_ranges_where_sakura_is_ahead_follow_every_crossing(tables, ratios, expected):
+    entry = {"cold": {"rates_mbps": [1.0, 4.0, 16.0][:len(ratios)], "ratios": {"k": ratios}}}
+    assert tables._winning_ranges(entry, "k") == expected
