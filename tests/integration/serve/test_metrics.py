@@ -95,7 +95,8 @@ def test_counters_sum_over_replicas_grow_monotonically_and_every_dashboard_metri
             text = scrape(ray_cluster.metrics_port)
             readings.append(total(text, "ray_sakura_requests_total", route=http_api.MANIFEST))
             arrived = [total(text, name) for name in EVENTS]  # each process reports on its own clock
-            if readings[-1] >= REQUESTS and all(arrived) and dashboard_names <= exported(text):
+            unmatched = total(text, "ray_sakura_requests_total", route=UNMATCHED_ROUTE)  # both replicas' may lag
+            if readings[-1] >= REQUESTS and all(arrived) and unmatched >= 2 and dashboard_names <= exported(text):
                 break
             time.sleep(0.5)
 
