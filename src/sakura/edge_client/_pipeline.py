@@ -101,6 +101,7 @@ class EditPipeline:
         self._error: BaseException | None = None
         if max_ahead is None:
             max_ahead = stage_window(len(manifest.shards), one_pass=not manifest.model.step_dependent)
+        self.max_ahead = max_ahead  # the policy plans with the queues' depth (planning.request_lag)
         self._encoded: queue.Queue[tuple[int, str, bytes]] = queue.Queue(maxsize=max_ahead)
         self.kv = StreamingKV(self, max_ahead)
         self.timeline = Timeline(policy.name, [ShardTiming(i, str(s.key)) for i, s in enumerate(manifest.shards)])
@@ -316,6 +317,7 @@ class EditPipeline:
             compute_start=self.timeline.compute_start, last_consumed=self.kv.last_consumed,
             template_compute=template_s, computed=[j for j, d in enumerate(self._decided) if d == COMPUTE],
             can_compute=can_compute and self._may_compute(index), hashes_bytes=self.fetcher.hashes.pending_bytes,
+            window=self.max_ahead,
         )
 
     def _may_compute(self, index: int) -> bool:

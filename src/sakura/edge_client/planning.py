@@ -5,7 +5,9 @@ previous response ends (so the link never idles between shards, as with HTTP req
 each is decoded when it has arrived and the decoder is free; the model consumes shard ``i`` when
 it is decoded and the compute stage has reached the layer that needs it; it then computes for
 ``compute[i]`` seconds before it needs shard ``i + 1``. Whenever a decoded shard is later than
-the compute stage, the compute stage stalls.
+the compute stage, the compute stage stalls. Where the stage queues are bounded
+(:attr:`PlanContext.window`), the link cannot run further ahead of the model than they hold
+(:func:`request_lag`): a request, and a decode, also wait for the model to take the shards below.
 
 A shard may also be *computed* on the phone (:data:`COMPUTE`): the template's reference tokens
 through that block, which needs the blocks below it computed too, so computed shards are a prefix
@@ -53,6 +55,16 @@ def stage_window(shards: int, one_pass: bool) -> int:
     return max(shards, MAX_AHEAD) if one_pass else MAX_AHEAD
 
 
+def request_lag(window: int) -> int:
+    """How far the fetch stage's next request can run ahead of the model, in shards, behind stage
+    queues ``window`` deep: the request for shard ``j`` leaves once the fetch stage has handed the
+    download of ``j - 1`` to the decoder, which takes it once it started decoding ``j - 1 - window``,
+    which it does once the model took ``j - 2 - 2 * window`` (the decoded queue full before). Exact
+    while downloads arrive before they are handed over (a fast link, where the bound binds);
+    behind a slow link the link binds first."""
+    return 2 + 2 * window
+
+
 @dataclass(frozen=True)
 class ShardOption:
     """One shard as a policy sees it: bytes to fetch per level (0 when cached) and its weight."""
@@ -92,6 +104,17 @@ class PlanContext:
     #: Bytes the first shard fetched waits for, in a response of their own: the shard hashes
     #: object of a manifest that came without them (0 once it is on the phone).
     hashes_bytes: int = 0
+    #: Depth of the pipeline's stage queues (:func:`stage_window`); 0 when unbounded.
+    window: int = 0
+    #: When the model is predicted to take each of the ``lag`` shards before ``index``, the
+    #: nearest last (what the bounded queues make the plan's first requests wait for).
+    taken_before: tuple[float, ...] = ()
+
+    @property
+    def lag(self) -> int:
+        """:func:`request_lag` of the stage queues, or 0 where they never bind (one pass)."""
+        lag = request_lag(self.window) if self.window else 0
+        return lag if lag < len(self.shards) else 0
 
     def size(self, level: str, index: int | None = None) -> int:
         return self.shards[self.index if index is None else index].sizes[level]
@@ -120,6 +143,8 @@ class PlanState:
     stall: float = 0.0
     computing: float = 0.0  # seconds the phone spent computing template KV
     hashes_due: int = 0  # bytes the next fetch waits for first (``PlanContext.hashes_bytes``)
+    #: When the model took the plan's last ``PlanContext.lag`` shards (empty when unbounded).
+    taken: tuple[float, ...] = ()
 
     def score(self, penalty: float) -> float:
         return self.quality - penalty * (self.stall + self.computing)
@@ -136,8 +161,13 @@ def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer
     if level == COMPUTE:
         return _computed(state, ctx, index)
     fetch_free, request = _hashes_first(state.fetch_free, state.next_request, state.hashes_due, ctx.rtt_s, transfer)
+    if ctx.lag:
+        request = max(request, _taken(state, ctx, index, ctx.lag))
     arrival, next_request = _arrival(fetch_free, request, ctx.shards[index].sizes[level], ctx.rtt_s, transfer)
-    decoded = max(arrival, state.decode_free) + ctx.decode_s.get(level, 0.0)
+    decode_from = max(arrival, state.decode_free)
+    if ctx.lag:  # the decoder hands its last shard on once fewer than ``window`` wait at the model
+        decode_from = max(decode_from, _taken(state, ctx, index, 1 + ctx.window))
+    decoded = decode_from + ctx.decode_s.get(level, 0.0)
     consumed = max(decoded, state.ready)
     return PlanState(
         fetch_free=arrival,
@@ -147,7 +177,23 @@ def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer
         quality=state.quality + ctx.shards[index].weight * ctx.utility[level],
         stall=state.stall + max(0.0, decoded - state.ready),
         computing=state.computing,
+        taken=_remember(state, ctx, consumed),
     )
+
+
+def _taken(state: PlanState, ctx: PlanContext, index: int, back: int) -> float:
+    """When the model takes shard ``index - back`` (``back <= ctx.lag``), the plan having reached
+    shard ``index``: one of the plan's own last shards, else predicted from the context (a shard
+    before the plan's first; 0 before the edit's)."""
+    if back <= len(state.taken):
+        return state.taken[-back]
+    before = back - len(state.taken)  # that many shards before the plan's first
+    return ctx.taken_before[before - 1] if before <= len(ctx.taken_before) else 0.0
+
+
+def _remember(state: PlanState, ctx: PlanContext, consumed: float) -> tuple[float, ...]:
+    """``state.taken`` with the shard the model takes at ``consumed`` added (the last ``lag`` kept)."""
+    return (*state.taken, consumed)[-ctx.lag:] if ctx.lag else ()
 
 
 def _hashes_first(link_free: float, request: float, hashes: int, rtt_s: float,
@@ -176,7 +222,8 @@ def _computed(state: PlanState, ctx: PlanContext, index: int) -> PlanState:
     return PlanState(fetch_free=state.fetch_free, decode_free=state.decode_free, next_request=state.next_request,
                      ready=state.ready + seconds + ctx.compute[index], stall=state.stall,
                      computing=state.computing + seconds, hashes_due=state.hashes_due,
-                     quality=state.quality + ctx.shards[index].weight * max(ctx.utility.values()))
+                     quality=state.quality + ctx.shards[index].weight * max(ctx.utility.values()),
+                     taken=_remember(state, ctx, state.ready + seconds))
 
 
 def best_split(ctx: PlanContext, transfer: TransferTime, penalty: float = DEFAULT_STALL_PENALTY) -> int:
@@ -302,13 +349,14 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
                  last_consumed: tuple[int, float] | None, decode_free_at: float | None = None,
                  link_free_at: float | None = None, template_compute: Sequence[float] = (),
                  computed: Sequence[int] = (), can_compute: bool = False, pass_shards: int = 0,
-                 hashes_bytes: int = 0) -> PlanContext:
+                 hashes_bytes: int = 0, window: int = 0) -> PlanContext:
     """The context of shard ``index`` at ``now``, for the live pipeline and the simulator alike.
 
     ``compute``/``startup``: the compute the stage is known to do after each shard / before the
     first; ``last_consumed``: the last shard the model has consumed and when (None before the
     first); ``computed``: shards left to the phone, whose ``template_compute`` the stage spends on
-    its way to ``index``. ``decode_free_at`` defaults to ``now``.
+    its way to ``index``. ``decode_free_at`` defaults to ``now``. ``window``: the stage queues'
+    depth (:func:`stage_window`), 0 when unbounded.
     """
     if last_consumed is None:
         first, ready = 0, compute_start + startup + sum(compute[:index])
@@ -316,10 +364,27 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
         last, at = last_consumed
         first, ready = last + 1, at + sum(compute[last:index])
     left_to_phone = set(computed)
-    ready += sum(template_compute[j] for j in range(first, min(index, len(template_compute))) if j in left_to_phone)
+    phone_s = {j: template_compute[j] for j in left_to_phone if j < len(template_compute)}
+    ready += sum(phone_s.get(j, 0.0) for j in range(first, index))
+    lag = request_lag(window) if window else 0
     return PlanContext(
         now=now, index=index, levels=tuple(levels), shards=tuple(shards), utility=utility, estimate=estimate,
         rtt_s=rtt_s, compute=tuple(compute), decode_s=decode_s, ready_at=ready,
         decode_free_at=now if decode_free_at is None else decode_free_at, link_free_at=link_free_at,
         template_compute=tuple(template_compute), can_compute=can_compute, pass_shards=pass_shards,
-        hashes_bytes=hashes_bytes)
+        hashes_bytes=hashes_bytes, window=window,
+        taken_before=_taken_before(ready, index, lag if lag < len(shards) else 0, compute, phone_s))
+
+
+def _taken_before(ready: float, index: int, lag: int, compute: Sequence[float],
+                  phone_s: dict[int, float]) -> tuple[float, ...]:
+    """When the model takes each of the ``lag`` shards before ``index`` (the nearest first), back
+    from ``ready`` (when it needs ``index``): a shard is taken ``compute`` before the next is
+    needed, and a shard left to the phone is needed ``phone_s`` before it is taken (no stalls
+    assumed: a fetched shard stalling takes it later, which only frees the queues later)."""
+    taken, at = [], ready
+    for k in range(index - 1, max(-1, index - 1 - lag), -1):
+        at -= compute[k]
+        taken.append(at)
+        at -= phone_s.get(k, 0.0)
+    return tuple(taken)

@@ -465,7 +465,8 @@ class EditSimulator:
                             decode_free_at=decode_free, link_free_at=link_free,
                             template_compute=self._template_s(done) if can_compute else (),
                             computed=[s.index for s in (*done, *left) if s.computed],
-                            pass_shards=self.g.shards_per_step, can_compute=can_compute, hashes_bytes=hashes_bytes)
+                            pass_shards=self.g.shards_per_step, can_compute=can_compute, hashes_bytes=hashes_bytes,
+                            window=stage_window(self.n, one_pass=self.g.kv_cached))
 
 
 @dataclass
