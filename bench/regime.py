@@ -13,6 +13,9 @@ transform levels' K/V, or its attention to their factors, is counted FLOPs, and 
 compute, over the profile's throughput.
 
     python bench/regime.py --rates reference --json bench/out/regime-optimistic.json
+
+``--update`` reruns only the ``--workload`` maps named and keeps the others; every map records the
+run that wrote it (``provenance``), the file the last run.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                            "give_up": GIVE_UP, "paper": PAPER, "family_mean_mbps": family_rate},
                  "codec_rates": asdict(rates), "codec_rates_source": rates_source, "maps": {}}
     if args.update and args.json and args.json.exists():
-        out["maps"] = json.loads(args.json.read_text())["maps"]
+        out["maps"] = _kept_maps(json.loads(args.json.read_text()))
     floor = max(set(reference.floors), key=reference.floors.count)
     for name in args.workload or DEFAULT_WORKLOADS:
         spec = workload_spec(name)
@@ -131,7 +134,21 @@ def _map(name, geometries, families, family_rate, rtt, floor, args) -> dict:
                      "prepared_bytes": g.prepared_bytes},
         "cold": asdict(cold), "warm": asdict(warm),
         "families": summary,
+        # each map says which run wrote it: ``--update`` keeps the others with their own provenance
+        "provenance": {k: v for k, v in provenance(*SIMULATED).items() if k in ("commit", "dirty", "date",
+                                                                                 "command", "code_digest")},
     }
+
+
+def _kept_maps(earlier: dict) -> dict:
+    """The maps of an earlier run, each with the provenance of the run that wrote it (a file from
+    before maps carried their own: the file's)."""
+    stamp = {k: v for k, v in earlier.get("provenance", {}).items()
+             if k in ("commit", "dirty", "date", "command", "code_digest")}
+    for profiles in earlier["maps"].values():
+        for entry in profiles.values():
+            entry.setdefault("provenance", stamp)
+    return earlier["maps"]
 
 
 def _curve(data: dict):
