@@ -25,6 +25,23 @@ def provenance(*modules: str) -> dict:
     }
 
 
+#: What a part of a bench JSON (one map, one workload) records of the run that wrote it.
+RUN_KEYS = ("commit", "dirty", "date", "command", "code_digest")
+
+
+def run_stamp(*modules: str) -> dict:
+    """The short provenance one part of a file carries, so ``--update`` can rerun some parts."""
+    return {k: v for k, v in provenance(*modules).items() if k in RUN_KEYS}
+
+
+def kept_parts(parts: list[dict], earlier: dict) -> None:
+    """Parts kept from an earlier file by ``--update``: each keeps its own stamp, or takes the
+    earlier file's (written before parts carried their own)."""
+    stamp = {k: v for k, v in earlier.get("provenance", {}).items() if k in RUN_KEYS}
+    for part in parts:
+        part.setdefault("provenance", stamp)
+
+
 def code_digest(modules: tuple[str, ...] | list[str]) -> str:
     """sha256 over the source files of ``modules``, in path order, each with its path."""
     h = hashlib.sha256()

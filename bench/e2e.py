@@ -44,7 +44,7 @@ from sakura.evaluation.workloads import (
 from sakura.platform.traces import load_traces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _provenance import provenance  # noqa: E402
+from _provenance import kept_parts, provenance, run_stamp  # noqa: E402
 from _simulation import SIMULATED, add_rates_options, analytic_rates, levels  # noqa: E402
 
 SLO_FACTORS = (0.5, 1.0, 2.0, 4.0)
@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-ms", type=float, default=15.0,
                    help="server time to first byte per request (Ray Serve measured ~14 ms: bench/e2e_live.py)")
     p.add_argument("--repeats", type=int, default=5, help="timed repetitions per compute measurement")
+    p.add_argument("--update", action="store_true",
+                   help="keep the other workloads of an existing --json file (each records the run that wrote it)")
     add_rates_options(p)
     args = p.parse_args(argv)
     started = time.time()
@@ -86,7 +88,12 @@ def main(argv: list[str] | None = None) -> int:
 
         for name in args.workload or ["reference"]:
             reports[name] = evaluate(name, measure, families, rtt, args)
+            reports[name]["provenance"] = run_stamp(*SIMULATED)
             _print_table(name, reports[name])
+    if args.update and args.workload and args.json and args.json.exists():
+        earlier = json.loads(args.json.read_text())
+        kept_parts([part for name, part in earlier["workloads"].items() if name not in reports], earlier)
+        reports = {**earlier["workloads"], **reports}  # the file's order, the new workloads last
     out = reports["reference"] if not args.workload else {"workloads": reports}
     out["provenance"] = provenance(*SIMULATED)
     if args.json:

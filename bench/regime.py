@@ -41,7 +41,7 @@ from sakura.evaluation.workloads import (
 from sakura.platform.traces import load_traces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _provenance import provenance  # noqa: E402
+from _provenance import kept_parts, provenance, run_stamp  # noqa: E402
 from _simulation import SIMULATED, add_rates_options, analytic_rates, levels  # noqa: E402
 
 SYSTEMS = ("sakura", *RATIOS.values())
@@ -83,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                            "give_up": GIVE_UP, "paper": PAPER, "family_mean_mbps": family_rate},
                  "codec_rates": asdict(rates), "codec_rates_source": rates_source, "maps": {}}
     if args.update and args.json and args.json.exists():
-        out["maps"] = _kept_maps(json.loads(args.json.read_text()))
+        earlier = json.loads(args.json.read_text())
+        kept_parts([entry for profiles in earlier["maps"].values() for entry in profiles.values()], earlier)
+        out["maps"] = earlier["maps"]
     floor = max(set(reference.floors), key=reference.floors.count)
     for name in args.workload or DEFAULT_WORKLOADS:
         spec = workload_spec(name)
@@ -134,21 +136,8 @@ def _map(name, geometries, families, family_rate, rtt, floor, args) -> dict:
                      "prepared_bytes": g.prepared_bytes},
         "cold": asdict(cold), "warm": asdict(warm),
         "families": summary,
-        # each map says which run wrote it: ``--update`` keeps the others with their own provenance
-        "provenance": {k: v for k, v in provenance(*SIMULATED).items() if k in ("commit", "dirty", "date",
-                                                                                 "command", "code_digest")},
+        "provenance": run_stamp(*SIMULATED),  # ``--update`` keeps the other maps with their own
     }
-
-
-def _kept_maps(earlier: dict) -> dict:
-    """The maps of an earlier run, each with the provenance of the run that wrote it (a file from
-    before maps carried their own: the file's)."""
-    stamp = {k: v for k, v in earlier.get("provenance", {}).items()
-             if k in ("commit", "dirty", "date", "command", "code_digest")}
-    for profiles in earlier["maps"].values():
-        for entry in profiles.values():
-            entry.setdefault("provenance", stamp)
-    return earlier["maps"]
 
 
 def _curve(data: dict):

@@ -56,9 +56,18 @@ def test_e2e_per_workload_layout_and_the_new_baselines(tmp_path, monkeypatch):
     import e2e
 
     out = tmp_path / "e2e.json"
+    earlier = {"provenance": {"commit": "c0ffee", "command": "python bench/e2e.py --workload kept", "modules": []},
+               "workloads": {"kept": {"figure": 1.0}, "klein-4b-ref512": {"stale": True}}}
+    out.write_text(json.dumps(earlier))
     assert e2e.main(["--traces", str(tmp_path / "traces"), "--json", str(out), "--workload", "klein-4b-ref512",
-                     "--starts", "2", "--repeats", "1", "--rates", "reference"]) == 0
-    report = json.loads(out.read_text())["workloads"]["klein-4b-ref512"]
+                     "--starts", "2", "--repeats", "1", "--rates", "reference", "--update"]) == 0
+    written = json.loads(out.read_text())
+    report = written["workloads"]["klein-4b-ref512"]
+    # --update reran one workload and kept the other, each saying which run wrote it
+    assert list(written["workloads"]) == ["kept", "klein-4b-ref512"] and "stale" not in report
+    assert written["workloads"]["kept"] == {"figure": 1.0, "provenance": {
+        "commit": "c0ffee", "command": "python bench/e2e.py --workload kept"}}
+    assert report["provenance"]["code_digest"] == written["provenance"]["code_digest"]
     for state in (report, report["warm"]):
         table = state["families"][family]
         for system in ("sakura", "cachegen", "on-device", "on-device-uncached", "on-device-prepared", "oracle"):
