@@ -31,10 +31,22 @@ def _load(name: str) -> dict:
 
 
 def _source(*names: str) -> str:
-    """The line under a table: its JSON files, and the commit and command of the first."""
-    p = _load(names[0]).get("provenance", {})
+    """The line under a table: its JSON files, and the commit and command of every run that wrote
+    them (a file updated with ``--update`` holds parts of several runs, each part stamped)."""
+    runs: dict[tuple[str, str], None] = {}
+    for name in names:
+        for p in _runs(_load(name)):
+            runs[(p.get("commit", "?")[:10], p.get("command", "?"))] = None
     files = ", ".join(f"`bench/out/{n}`" for n in names)
-    return f"\nFrom {files} (commit {p.get('commit', '?')[:10]}: `{p.get('command', '?')}`).\n"
+    return f"\nFrom {files} ({'; '.join(f'commit {c}: `{cmd}`' for c, cmd in runs)}).\n"
+
+
+def _runs(data: dict) -> list[dict]:
+    """The provenance of each part of a bench JSON (regime maps, e2e workloads), else the file's."""
+    parts = [entry for profiles in data.get("maps", {}).values() for entry in profiles.values()]
+    parts += [w for w in data.get("workloads", {}).values() if isinstance(w, dict)]
+    stamped = [part["provenance"] for part in parts if "provenance" in part]
+    return stamped or [data.get("provenance", {})]
 
 
 def _num(x: float | None, digits: int = 1) -> str:
