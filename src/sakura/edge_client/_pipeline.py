@@ -5,10 +5,9 @@ round trip before the current response ends (on another kept-alive connection, a
 ``max_in_flight`` at once), so the link does not idle for a round trip between shards; compute
 runs in the caller's thread, inside the model's replay loop, which reads each shard from a
 :class:`StreamingKV` when the layer that needs it starts (blocking there is a *stall*). Queues
-are bounded (:func:`~sakura.edge_client.planning.stage_windows`): the fetcher is at most
-``windows.encoded`` encoded shards ahead of the decoder (on a per-step model one step's, compressed),
-and the decoder at most ``windows.decoded`` decoded shards ahead of the model, so memory stays
-bounded by the windows, not the template.
+are bounded: the fetcher is at most ``max_ahead`` encoded shards ahead of the decoder, and the
+decoder at most ``max_ahead`` decoded shards ahead of the model, so memory stays bounded by the
+window, not the template.
 The first error of any stage stops every stage at once (downloads in flight are aborted by the
 transport's watchdog, nobody waits for them) and is raised to the caller; so is a cancel.
 
@@ -47,11 +46,10 @@ from sakura.edge_client.planning import (
     MAX_IN_FLIGHT,
     PlanContext,
     ShardOption,
-    StageWindows,
     level_utility,
     normalised_weights,
     plan_context,
-    stage_windows,
+    stage_window,
 )
 from sakura.edge_client.policy import LevelPolicy, planned_rate
 from sakura.edge_client.timeline import ShardTiming, Timeline
@@ -101,12 +99,11 @@ class EditPipeline:
         self._stop = threading.Event()
         self._abort = _Either(self.cancel, self._stop)  # what downloads in flight watch
         self._error: BaseException | None = None
-        #: The stage queues' depths (``max_ahead``: both, as tests pin them); the policy plans with them.
-        self.windows = (StageWindows(max_ahead, max_ahead) if max_ahead is not None else
-                        stage_windows(len(manifest.shards), one_pass=not manifest.model.step_dependent,
-                                      pass_shards=manifest.model.layers))
-        self._encoded: queue.Queue[tuple[int, str, bytes]] = queue.Queue(maxsize=self.windows.encoded)
-        self.kv = StreamingKV(self, self.windows.decoded)
+        if max_ahead is None:
+            max_ahead = stage_window(len(manifest.shards), one_pass=not manifest.model.step_dependent)
+        self.max_ahead = max_ahead  # the policy plans with the queues' depth (planning.request_lag)
+        self._encoded: queue.Queue[tuple[int, str, bytes]] = queue.Queue(maxsize=max_ahead)
+        self.kv = StreamingKV(self, max_ahead)
         self.timeline = Timeline(policy.name, [ShardTiming(i, str(s.key)) for i, s in enumerate(manifest.shards)])
         levels = manifest.readable_levels()  # a level in a wire format this decoder lacks is never fetched
         if not levels:
@@ -320,7 +317,7 @@ class EditPipeline:
             compute_start=self.timeline.compute_start, last_consumed=self.kv.last_consumed,
             template_compute=template_s, computed=[j for j, d in enumerate(self._decided) if d == COMPUTE],
             can_compute=can_compute and self._may_compute(index), hashes_bytes=self.fetcher.hashes.pending_bytes,
-            windows=self.windows,
+            window=self.max_ahead,
         )
 
     def _may_compute(self, index: int) -> bool:

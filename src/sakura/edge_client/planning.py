@@ -6,8 +6,8 @@ each is decoded when it has arrived and the decoder is free; the model consumes 
 it is decoded and the compute stage has reached the layer that needs it; it then computes for
 ``compute[i]`` seconds before it needs shard ``i + 1``. Whenever a decoded shard is later than
 the compute stage, the compute stage stalls. Where the stage queues are bounded
-(:attr:`PlanContext.windows`), the link cannot run further ahead of the model than they hold
-(:attr:`StageWindows.lag`): a request, and a decode, also wait for the model to take the shards below.
+(:attr:`PlanContext.window`), the link cannot run further ahead of the model than they hold
+(:func:`request_lag`): a request, and a decode, also wait for the model to take the shards below.
 
 A shard may also be *computed* on the phone (:data:`COMPUTE`): the template's reference tokens
 through that block, which needs the blocks below it computed too, so computed shards are a prefix
@@ -42,40 +42,27 @@ ABANDON_CHECK_S = 0.02
 ABANDON_MIN_S = 0.05
 #: Shard requests out at once (an estimate: enough to keep a 5G link busy across a round trip).
 MAX_IN_FLIGHT = 4
-#: Depth of the decoded queue (shards decoded, waiting for the model) of a per-step model: its
-#: decoded KV is what the phone holds beyond the model, so it stays this small.
+#: Depth of each bounded stage queue: encoded shards waiting for the decoder, and decoded shards
+#: waiting for the model, at most (memory stays bounded by this window, not by the template).
 MAX_AHEAD = 2
 
 
-@dataclass(frozen=True)
-class StageWindows:
-    """How deep the pipeline's two stage queues are: ``encoded`` downloads waiting for the decoder,
-    ``decoded`` shards waiting for the model."""
-
-    encoded: int
-    decoded: int
-
-    @property
-    def lag(self) -> int:
-        """How far the fetch stage's next request can run ahead of the model, in shards: the
-        request for shard ``j`` leaves once the fetch stage has handed the download of ``j - 1`` to
-        the decoder, which takes it once it started decoding ``j - 1 - encoded``, which it does once
-        the model took ``j - 2 - encoded - decoded`` (the decoded queue full before). Exact while
-        downloads arrive before they are handed over (a fast link, where the bound binds); behind a
-        slow link the link binds first."""
-        return 2 + self.encoded + self.decoded
+def stage_window(shards: int, one_pass: bool) -> int:
+    """How deep the stage queues are: :data:`MAX_AHEAD`, or every shard where the template KV is
+    one pass of the reference tokens (a KV-cached model keeps all of it for the whole edit anyway,
+    so shards held ahead of the model add nothing to the peak, and the link may run ahead of a
+    phone computing the first blocks)."""
+    return max(shards, MAX_AHEAD) if one_pass else MAX_AHEAD
 
 
-def stage_windows(shards: int, one_pass: bool, pass_shards: int = 0) -> StageWindows:
-    """The stage queues' depths. One pass of the reference tokens: every shard in both (a
-    KV-cached model keeps all of it for the whole edit anyway, so shards held ahead of the model
-    add nothing to the peak, and the link may run ahead of a phone computing the first blocks).
-    Per step: :data:`MAX_AHEAD` decoded, and one step's shards encoded (``pass_shards``): compressed
-    bytes, so the link can fetch a step's last blocks while the phone computes its first ones, at
-    the cost of one step of compressed KV held at most."""
-    if one_pass:
-        return StageWindows(max(shards, MAX_AHEAD), max(shards, MAX_AHEAD))
-    return StageWindows(max(pass_shards, MAX_AHEAD), MAX_AHEAD)
+def request_lag(window: int) -> int:
+    """How far the fetch stage's next request can run ahead of the model, in shards, behind stage
+    queues ``window`` deep: the request for shard ``j`` leaves once the fetch stage has handed the
+    download of ``j - 1`` to the decoder, which takes it once it started decoding ``j - 1 - window``,
+    which it does once the model took ``j - 2 - 2 * window`` (the decoded queue full before). Exact
+    while downloads arrive before they are handed over (a fast link, where the bound binds);
+    behind a slow link the link binds first."""
+    return 2 + 2 * window
 
 
 @dataclass(frozen=True)
@@ -117,16 +104,17 @@ class PlanContext:
     #: Bytes the first shard fetched waits for, in a response of their own: the shard hashes
     #: object of a manifest that came without them (0 once it is on the phone).
     hashes_bytes: int = 0
-    #: Depths of the pipeline's stage queues (:func:`stage_windows`); None when unbounded.
-    windows: StageWindows | None = None
+    #: Depth of the pipeline's stage queues (:func:`stage_window`); 0 when unbounded.
+    window: int = 0
     #: When the model is predicted to take each of the ``lag`` shards before ``index``, the
     #: nearest last (what the bounded queues make the plan's first requests wait for).
     taken_before: tuple[float, ...] = ()
 
     @property
     def lag(self) -> int:
-        """:attr:`StageWindows.lag` of the stage queues, or 0 where they never bind (one pass)."""
-        return _binding_lag(self.windows, len(self.shards))
+        """:func:`request_lag` of the stage queues, or 0 where they never bind (one pass)."""
+        lag = request_lag(self.window) if self.window else 0
+        return lag if lag < len(self.shards) else 0
 
     def size(self, level: str, index: int | None = None) -> int:
         return self.shards[self.index if index is None else index].sizes[level]
@@ -177,8 +165,8 @@ def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer
         request = max(request, _taken(state, ctx, index, ctx.lag))
     arrival, next_request = _arrival(fetch_free, request, ctx.shards[index].sizes[level], ctx.rtt_s, transfer)
     decode_from = max(arrival, state.decode_free)
-    if ctx.lag and ctx.windows:  # the decoder hands its last shard on once fewer than ``decoded`` wait at the model
-        decode_from = max(decode_from, _taken(state, ctx, index, 1 + ctx.windows.decoded))
+    if ctx.lag:  # the decoder hands its last shard on once fewer than ``window`` wait at the model
+        decode_from = max(decode_from, _taken(state, ctx, index, 1 + ctx.window))
     decoded = decode_from + ctx.decode_s.get(level, 0.0)
     consumed = max(decoded, state.ready)
     return PlanState(
@@ -361,14 +349,14 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
                  last_consumed: tuple[int, float] | None, decode_free_at: float | None = None,
                  link_free_at: float | None = None, template_compute: Sequence[float] = (),
                  computed: Sequence[int] = (), can_compute: bool = False, pass_shards: int = 0,
-                 hashes_bytes: int = 0, windows: StageWindows | None = None) -> PlanContext:
+                 hashes_bytes: int = 0, window: int = 0) -> PlanContext:
     """The context of shard ``index`` at ``now``, for the live pipeline and the simulator alike.
 
     ``compute``/``startup``: the compute the stage is known to do after each shard / before the
     first; ``last_consumed``: the last shard the model has consumed and when (None before the
     first); ``computed``: shards left to the phone, whose ``template_compute`` the stage spends on
-    its way to ``index``. ``decode_free_at`` defaults to ``now``. ``windows``: the stage queues'
-    depths (:func:`stage_windows`), None when unbounded.
+    its way to ``index``. ``decode_free_at`` defaults to ``now``. ``window``: the stage queues'
+    depth (:func:`stage_window`), 0 when unbounded.
     """
     if last_consumed is None:
         first, ready = 0, compute_start + startup + sum(compute[:index])
@@ -378,19 +366,14 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
     left_to_phone = set(computed)
     phone_s = {j: template_compute[j] for j in left_to_phone if j < len(template_compute)}
     ready += sum(phone_s.get(j, 0.0) for j in range(first, index))
-    lag = _binding_lag(windows, len(shards))
+    lag = request_lag(window) if window else 0
     return PlanContext(
         now=now, index=index, levels=tuple(levels), shards=tuple(shards), utility=utility, estimate=estimate,
         rtt_s=rtt_s, compute=tuple(compute), decode_s=decode_s, ready_at=ready,
         decode_free_at=now if decode_free_at is None else decode_free_at, link_free_at=link_free_at,
         template_compute=tuple(template_compute), can_compute=can_compute, pass_shards=pass_shards,
-        hashes_bytes=hashes_bytes, windows=windows, taken_before=_taken_before(ready, index, lag, compute, phone_s))
-
-
-def _binding_lag(windows: StageWindows | None, shards: int) -> int:
-    """The queues' lag where it can bind (fewer shards ahead than the edit has), else 0."""
-    lag = windows.lag if windows is not None else 0
-    return lag if lag < shards else 0
+        hashes_bytes=hashes_bytes, window=window,
+        taken_before=_taken_before(ready, index, lag if lag < len(shards) else 0, compute, phone_s))
 
 
 def _taken_before(ready: float, index: int, lag: int, compute: Sequence[float],

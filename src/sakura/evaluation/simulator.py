@@ -21,11 +21,11 @@ faithful as SAKURA's smallest level: the comparison at preserved quality), the o
 (``on-device``: the stock pipeline; ``on-device-uncached``: the reference tokens through every block
 at every step; ``on-device-prepared``: prompt embeddings and reference latents downloaded, the
 reference KV computed once), ``oracle`` and the ``bound``. The pipelined systems follow the live
-fetch stage's loop and its bounded stage queues (:func:`~sakura.edge_client.planning.stage_windows`):
-the fetcher hands a download to the decoder only when it wakes to send a request (or drains at the
-end), and not while the decoder's queue is full; the decoder hands a shard to the model only while
-fewer than ``windows.decoded`` wait there; so on a long edit the requests cannot run ahead of the
-model by more than the queues hold. Each edit is a :class:`~sakura.edge_client.timeline.Timeline`, the record the live
+fetch stage's loop and its bounded stage queues (:data:`~sakura.edge_client.planning.MAX_AHEAD`
+deep): the fetcher hands a download to the decoder only when it wakes to send a request (or drains
+at the end), and not while the decoder's queue is full; the decoder hands a shard to the model only
+while fewer than ``MAX_AHEAD`` wait there; so on a long edit the requests cannot run ahead of the
+model. Each edit is a :class:`~sakura.edge_client.timeline.Timeline`, the record the live
 pipeline keeps.
 
 Every system starts from the same state of the phone. *Cold* (the default): nothing of the
@@ -52,12 +52,11 @@ from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
     ShardOption,
-    StageWindows,
     encode_on_phone,
     level_utility,
     normalised_weights,
     plan_context,
-    stage_windows,
+    stage_window,
 )
 from sakura.edge_client.policy import FixedPolicy, HybridPolicy, RobustMPCPolicy, asks_first_shard
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
@@ -104,11 +103,6 @@ class EditSimulator:
         #: The source still to be made from the template's image before the first computed block:
         #: (its seconds, the seconds the phone predicts for it), both 0 once made or when none.
         self._prepare = (0.0, 0.0)
-
-    @property
-    def windows(self) -> StageWindows:
-        """The live pipeline's stage queue depths for this edit (:func:`stage_windows`)."""
-        return stage_windows(self.n, one_pass=self.g.kv_cached, pass_shards=self.g.shards_per_step)
 
     # -- the link ------------------------------------------------------------------------
     def transfer(self, at: float, nbytes: int) -> float:
@@ -209,7 +203,7 @@ class EditSimulator:
             self._prompt_embeddings(edit, est)
             t = edit.compute_start
         stages = PipelineStages(self, edit, extend=self._extend if hybrid else None,
-                                windows=self.windows)
+                                window=stage_window(self.n, one_pass=self.g.kv_cached))
         run = _Run(policy, stages, est, t, abandon, hashes_due=not (hashed or self.warm_template))
         if asks_first_shard(policy, est.estimate()) and not self.warm_template:
             # asked for with the preamble, at the smallest level: its bytes follow the preamble's
@@ -472,7 +466,7 @@ class EditSimulator:
                             template_compute=self._template_s(done) if can_compute else (),
                             computed=[s.index for s in (*done, *left) if s.computed],
                             pass_shards=self.g.shards_per_step, can_compute=can_compute, hashes_bytes=hashes_bytes,
-                            windows=self.windows)
+                            window=stage_window(self.n, one_pass=self.g.kv_cached))
 
 
 @dataclass

@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sakura.edge_client.planning import MAX_AHEAD, StageWindows
+from sakura.edge_client.planning import MAX_AHEAD
 from sakura.edge_client.timeline import ShardTiming, Timeline
-
-#: Both queues :data:`MAX_AHEAD` deep, where nothing else is said.
-SHALLOW_WINDOWS = StageWindows(MAX_AHEAD, MAX_AHEAD)
 
 if TYPE_CHECKING:
     from sakura.evaluation.simulator import EditSimulator
@@ -34,18 +31,16 @@ def consumed(shard: ShardTiming) -> float:
 
 
 class PipelineStages:
-    """The live pipeline's decoder and model behind its bounded queues, ``windows`` deep
-    (:func:`~sakura.edge_client.planning.stage_windows`): a download handed over waits while
-    ``windows.encoded`` encoded shards wait for the decoder; the decoder takes the downloads in the
-    order they were handed over, and hands each to the model only while fewer than
-    ``windows.decoded`` decoded shards wait there (:meth:`StreamingKV.offer`); the model takes
-    shards in index order, so one
+    """The live pipeline's decoder and model behind its bounded queues, ``window`` deep
+    (:func:`~sakura.edge_client.planning.stage_window`): a download handed over waits while
+    ``window`` encoded shards wait for the decoder; the decoder takes the downloads in the order
+    they were handed over, and hands each to the model only while fewer than ``window`` decoded
+    shards wait there (:meth:`StreamingKV.offer`); the model takes shards in index order, so one
     handed over before those below it (taken back from the phone) waits for them."""
 
     def __init__(self, sim: EditSimulator, edit: Timeline,
-                 extend: Callable[[Timeline, ShardTiming, float], bool] | None = None,
-                 windows: StageWindows = SHALLOW_WINDOWS) -> None:
-        self.sim, self.edit, self.extend, self.windows = sim, edit, extend, windows
+                 extend: Callable[[Timeline, ShardTiming, float], bool] | None = None, window: int = MAX_AHEAD) -> None:
+        self.sim, self.edit, self.extend, self.window = sim, edit, extend, window
         self.offered: list[float] = []  # per shard handed over: when the decoder gave it to the model
         self._waiting: dict[int, tuple[ShardTiming, float]] = {}  # handed over, below them still to come
 
@@ -61,19 +56,18 @@ class PipelineStages:
     def hand_over(self, shard: ShardTiming, t: float) -> float:
         """The fetch stage, free at ``t``, hands the download ``shard`` to the decoder; then the
         decoder and the model take it in turn. Returns when the fetch stage is free again."""
-        k, done, w = shard.index, self.edit.shards, self.windows
+        k, done, w = shard.index, self.edit.shards, self.window
         if shard.computed:  # left to the phone: no download, no decode
             self.offered.append(self.decode_free)
             self._take(shard, t)
             return t
         put = max(t, arrived(shard))
-        encoded = done[k - w.encoded] if k >= w.encoded else None  # the shard a full encoded queue ahead
-        if encoded is not None and encoded.decode_started_at is not None:  # None: computed
-            put = max(put, encoded.decode_started_at)
+        before = done[k - w] if k >= w else None  # the shard ``window`` ahead of it
+        if before is not None and before.decode_started_at is not None:  # None: computed
+            put = max(put, before.decode_started_at)
         shard.decode_started_at = max(put, self.decode_free)
         shard.decoded_at = shard.decode_started_at + self.sim.g.decode_s[shard.level][k]
-        decoded = done[k - w.decoded] if k >= w.decoded else None  # the shard a full decoded queue ahead
-        offered = shard.decoded_at if decoded is None else max(shard.decoded_at, consumed(decoded))
+        offered = shard.decoded_at if before is None else max(shard.decoded_at, consumed(before))
         self.offered.append(offered)
         self._take(shard, offered)
         return put

@@ -12,12 +12,12 @@ from sakura.edge_client.estimator import Estimate
 from sakura.edge_client.planning import (
     COMPUTE,
     ShardOption,
-    StageWindows,
     best_split,
     constant_rate,
     encode_on_phone,
     level_utility,
     plan_context,
+    request_lag,
     simulate,
     take_back,
 )
@@ -109,20 +109,20 @@ def test_per_step_models_split_within_the_pass():
 
 
 def test_bounded_stage_queues_keep_the_link_within_their_lag_of_the_model():
-    """Behind bounded queues the request for shard ``j`` waits for the model to take ``j - lag``
-    (two plus both depths): an instant link delivers every shard at once when the queues are
-    unbounded, and the last only once the model took the shard that far below it."""
-    n, windows = 4 * N, StageWindows(encoded=2, decoded=1)
-    lag = windows.lag
-    bounded = replace(ctx(1e12, n=n, pass_shards=n), windows=windows)
-    assert bounded.lag == lag == 5
+    """Behind queues ``window`` deep (a per-step model's) the request for shard ``j`` waits for the
+    model to take ``j - request_lag(window)``: an instant link delivers every shard at once when the
+    queues are unbounded, and the last only once the model took the shard that far below it."""
+    n, window = 4 * N, 1
+    lag = request_lag(window)
+    bounded = replace(ctx(1e12, n=n, pass_shards=n), window=window)
+    assert bounded.lag == lag == 4
     instant = constant_rate(1e12)
-    free = simulate(replace(bounded, windows=None), ["compact"] * n, instant)
+    free = simulate(replace(bounded, window=0), ["compact"] * n, instant)
     held = simulate(bounded, ["compact"] * n, instant)
     assert free.fetch_free < 2 * bounded.rtt_s
     assert held.fetch_free >= (n - 1 - lag) * LAYER_S  # the model takes shard k about k layers in
     assert held.stall == pytest.approx(free.stall)  # held back, never later: the model is the bottleneck
-    assert replace(bounded, windows=StageWindows(n, n)).lag == 0  # queues as deep as the edit never bind
+    assert replace(bounded, window=n).lag == 0  # queues as deep as the edit never bind
 
 
 @pytest.mark.parametrize("window, rate", [(1, 3e5), (1, 5e5), (1, 7e5), (2, 5e5), (2, 7e5), (2, 1e6)])
@@ -134,8 +134,8 @@ def test_behind_bounded_queues_the_split_made_at_the_pass_start_holds_at_each_bl
     context = dict(levels=LEVELS, shards=tuple(ShardOption(dict(SIZES)) for _ in range(n)),
                    utility=level_utility(SIZES), estimate=Estimate(rate, 0.0), rtt_s=0.01,
                    compute=(LAYER_S,) * n, startup=0.0, decode_s={lv: 0.001 for lv in LEVELS}, compute_start=0.0,
-                   last_consumed=None, template_compute=(TEMPLATE_S,) * n, pass_shards=n,
-                   windows=StageWindows(window, window), can_compute=True)
+                   last_consumed=None, template_compute=(TEMPLATE_S,) * n, pass_shards=n, window=window,
+                   can_compute=True)
     split = best_split(plan_context(0.0, 0, **context), constant_rate(rate))
     assert 0 < split < n
     for index in range(1, split + 1):
