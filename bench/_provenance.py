@@ -31,15 +31,19 @@ RUN_KEYS = ("commit", "dirty", "date", "command", "code_digest")
 
 def run_stamp(*modules: str) -> dict:
     """The short provenance one part of a file carries, so ``--update`` can rerun some parts."""
-    return {k: v for k, v in provenance(*modules).items() if k in RUN_KEYS}
+    return _short(provenance(*modules))
 
 
 def kept_parts(parts: list[dict], earlier: dict) -> None:
     """Parts kept from an earlier file by ``--update``: each keeps its own stamp, or takes the
     earlier file's (written before parts carried their own)."""
-    stamp = {k: v for k, v in earlier.get("provenance", {}).items() if k in RUN_KEYS}
+    stamp = _short(earlier.get("provenance", {}))
     for part in parts:
         part.setdefault("provenance", stamp)
+
+
+def _short(full: dict) -> dict:
+    return {k: v for k, v in full.items() if k in RUN_KEYS}
 
 
 def code_digest(modules: tuple[str, ...] | list[str]) -> str:

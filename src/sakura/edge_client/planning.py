@@ -113,8 +113,7 @@ class PlanContext:
     @property
     def lag(self) -> int:
         """:func:`request_lag` of the stage queues, or 0 where they never bind (one pass)."""
-        lag = request_lag(self.window) if self.window else 0
-        return lag if lag < len(self.shards) else 0
+        return _binding_lag(self.window, len(self.shards))
 
     def size(self, level: str, index: int | None = None) -> int:
         return self.shards[self.index if index is None else index].sizes[level]
@@ -366,14 +365,20 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
     left_to_phone = set(computed)
     phone_s = {j: template_compute[j] for j in left_to_phone if j < len(template_compute)}
     ready += sum(phone_s.get(j, 0.0) for j in range(first, index))
-    lag = request_lag(window) if window else 0
     return PlanContext(
         now=now, index=index, levels=tuple(levels), shards=tuple(shards), utility=utility, estimate=estimate,
         rtt_s=rtt_s, compute=tuple(compute), decode_s=decode_s, ready_at=ready,
         decode_free_at=now if decode_free_at is None else decode_free_at, link_free_at=link_free_at,
         template_compute=tuple(template_compute), can_compute=can_compute, pass_shards=pass_shards,
         hashes_bytes=hashes_bytes, window=window,
-        taken_before=_taken_before(ready, index, lag if lag < len(shards) else 0, compute, phone_s))
+        taken_before=_taken_before(ready, index, _binding_lag(window, len(shards)), compute, phone_s))
+
+
+def _binding_lag(window: int, shards: int) -> int:
+    """:func:`request_lag` of queues ``window`` deep where it can bind (fewer shards ahead than the
+    edit has), else 0 (also for unbounded queues, ``window`` 0)."""
+    lag = request_lag(window) if window else 0
+    return lag if lag < shards else 0
 
 
 def _taken_before(ready: float, index: int, lag: int, compute: Sequence[float],

@@ -90,6 +90,7 @@ class EditSimulator:
         self.cachegen_slo_s = geometry.compute_s if cachegen_slo_s is None else cachegen_slo_s
         self.cachegen_floor = cachegen_floor or geometry.cachegen_levels[0]
         self.n = geometry.shards
+        self._window = stage_window(self.n, one_pass=geometry.kv_cached)  # the live pipeline's queue depth
         self._utility = level_utility({lv: sum(geometry.sizes[lv]) for lv in geometry.levels})
         self._weights = normalised_weights(geometry.weights)
         self._mean_decode = {lv: sum(geometry.decode_s[lv]) / self.n for lv in geometry.levels}
@@ -203,7 +204,7 @@ class EditSimulator:
             self._prompt_embeddings(edit, est)
             t = edit.compute_start
         stages = PipelineStages(self, edit, extend=self._extend if hybrid else None,
-                                window=stage_window(self.n, one_pass=self.g.kv_cached))
+                                window=self._window)
         run = _Run(policy, stages, est, t, abandon, hashes_due=not (hashed or self.warm_template))
         if asks_first_shard(policy, est.estimate()) and not self.warm_template:
             # asked for with the preamble, at the smallest level: its bytes follow the preamble's
@@ -466,7 +467,7 @@ class EditSimulator:
                             template_compute=self._template_s(done) if can_compute else (),
                             computed=[s.index for s in (*done, *left) if s.computed],
                             pass_shards=self.g.shards_per_step, can_compute=can_compute, hashes_bytes=hashes_bytes,
-                            window=stage_window(self.n, one_pass=self.g.kv_cached))
+                            window=self._window)
 
 
 @dataclass
