@@ -39,6 +39,7 @@ from sakura.edge_client.errors import CachePathError, ConfigError
 from sakura.platform import layout
 from sakura.platform.caching import Budget, register_eviction
 from sakura.platform.ids import validate_template_id
+from sakura.platform.integrity import matches, write_atomic
 
 
 class ShardCache:
@@ -137,7 +138,7 @@ class ShardCache:
 
 def _sha256_is(sha256: str) -> Callable[[bytes], bytes | None]:
     """A read's check: the bytes if their sha256 is the one the manifest lists, else None."""
-    return lambda data: data if hashlib.sha256(data).hexdigest() == sha256 else None
+    return lambda data: data if matches(data, sha256) else None
 
 
 def _self_checked(data: bytes) -> bytes | None:
@@ -333,7 +334,7 @@ class _Folder:
         if not self.files.fits(len(data), freed=freed + self.files.cost(path)):
             return False  # something could not be evicted
         try:
-            files.write_atomic(path, data, sync_dir=bool(replaces))
+            write_atomic(path, data, sync_dir=bool(replaces))
         except OSError as exc:
             log.warning("could not cache %s: %s", self._name(path), exc)
             return False

@@ -8,7 +8,6 @@ import io
 import logging
 import os
 import time
-import uuid
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 
 from sakura.platform import layout
 from sakura.platform.ids import validate_template_id
+from sakura.platform.integrity import TMP_PREFIX
 
 try:
     import fcntl
@@ -28,7 +28,6 @@ log = logging.getLogger("sakura.edge_client._cache")
 
 USED = ".used"
 MANIFEST = "manifest.json"
-_TMP = ".tmp-"
 _LOCK = ".lock"
 _OBJECT, _OBJECT_SUFFIX = "object-", ".zst"  # "-" is outside object names: no file name is two things
 _INDEX_DIGITS = 7  # shard indexes, as the server's shard URLs bound them
@@ -88,41 +87,13 @@ def scan(root: Path, stale_after: float) -> dict[Path, int]:
             for entry in _entries(Path(version.path), lambda e: e.is_file(follow_symlinks=False)):
                 try:
                     stat = entry.stat(follow_symlinks=False)
-                    if entry.name.startswith(_TMP) and now - stat.st_mtime >= stale_after:
+                    if entry.name.startswith(TMP_PREFIX) and now - stat.st_mtime >= stale_after:
                         os.unlink(entry.path)  # a write that crashed before its rename
                     elif _is_cache_file(entry.name):
                         sizes[Path(entry.path)] = stat.st_size
                 except OSError as exc:
                     log.warning("cache scan skipped %s: %s", entry.path, exc)
     return sizes
-
-
-def write_atomic(path: Path, data: bytes, *, sync_dir: bool) -> None:
-    """Temp file, fsync, rename; on OSError no temp file is left. ``sync_dir`` makes the rename
-    durable before the caller deletes the copy it replaces, so a power cut cannot leave neither."""
-    tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "xb") as f:  # O_EXCL: never through a planted link
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        raise
-    if sync_dir:
-        try:
-            fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError:  # some file systems cannot sync a directory: best effort
-            pass
 
 
 def read_at_most(path: Path, size: int) -> bytes:

@@ -12,13 +12,12 @@ sha256 under a folder, written atomically and verified on every read (a disk can
 from __future__ import annotations
 
 import collections
-import hashlib
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
+
+from sakura.platform.integrity import matches, write_atomic
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -223,7 +222,7 @@ class DiskCache:
             data = self._path(sha256).read_bytes()
         except OSError:
             data = None
-        if data is None or hashlib.sha256(data).hexdigest() != sha256:
+        if data is None or not matches(data, sha256):
             with self._lock:
                 self._budget.drop(sha256)
             self._path(sha256).unlink(missing_ok=True)
@@ -233,13 +232,9 @@ class DiskCache:
     def put(self, sha256: str, data: bytes) -> None:
         if len(data) > self._budget.budget:
             return
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, self._path(sha256))
+            write_atomic(self._path(sha256), data, durable=False)  # a cache: a lost copy is fetched again
         except OSError:
-            Path(tmp).unlink(missing_ok=True)
             return
         with self._lock:
             evicted = self._budget.admit(sha256, len(data)) or []

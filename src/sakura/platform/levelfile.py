@@ -13,6 +13,7 @@ import io
 from dataclasses import dataclass
 
 from sakura.platform.errors import SakuraError
+from sakura.platform.integrity import matches
 from sakura.platform.kv import ShardKey
 from sakura.platform.manifest import ShardLocation
 from sakura.platform.store import ObjectStore
@@ -82,5 +83,5 @@ def read_shard_payload(store: ObjectStore, key: str, location: ShardLocation) ->
 
 
 def verify_payload(data: bytes, location: ShardLocation) -> None:
-    if len(data) != location.length or hashlib.sha256(data).hexdigest() != location.sha256:
+    if not matches(data, location.sha256, location.length):
         raise ShardIntegrityError("shard bytes do not match the manifest's sha256")

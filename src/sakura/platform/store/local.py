@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from sakura.platform.integrity import TMP_PREFIX, temp_beside
 from sakura.platform.store.base import (
     AlreadyExists,
     InvalidKey,
@@ -28,7 +29,7 @@ from sakura.platform.store.base import (
     folder_after,
 )
 
-_TMP_PREFIX = ".tmp-"
+_TMP_PREFIX = TMP_PREFIX
 _LOCK_SUFFIX = ".lock"
 
 
@@ -147,21 +148,14 @@ class LocalStore(ObjectStore):
         return self.root.is_dir()
 
     @contextlib.contextmanager
-    def _temp(self, path: Path, data: bytes) -> Iterator[str]:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP_PREFIX)
-        except OSError as exc:
-            raise StoreError(f"cannot write under {path.parent}: {exc}") from exc
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+    def _temp(self, path: Path, data: bytes) -> Iterator[Path]:
+        """:func:`~sakura.platform.integrity.temp_beside`, a failure to write it a StoreError."""
+        with contextlib.ExitStack() as stack:
+            try:
+                tmp = stack.enter_context(temp_beside(path, data))
+            except OSError as exc:
+                raise StoreError(f"cannot write under {path.parent}: {exc}") from exc
             yield tmp
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
 
     @contextlib.contextmanager
     def _locked(self, path: Path) -> Iterator[None]:
