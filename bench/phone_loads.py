@@ -23,7 +23,6 @@ the numbers come from: ``sakura.platform.models.pipelines.klein_shapes.SOURCES``
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import subprocess
@@ -31,6 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from _args import bench_parser
 
 OUT = Path(__file__).resolve().parent / "out" / "phone-loads.json"
 STEPS, STRENGTH = 4, 0.8
@@ -40,9 +41,8 @@ MODES = ("imports_phone", "imports_cloud", "sakura_cloud", "sakura_phone", "stoc
 def main() -> int:
     from sakura.platform.models.pipelines.tiny import TINY_PIPELINES
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__, json_default=OUT)
     parser.add_argument("--pipelines", nargs="+", default=sorted(TINY_PIPELINES), choices=sorted(TINY_PIPELINES))
-    parser.add_argument("--json", default=str(OUT))
     args = parser.parse_args()
     report: dict[str, Any] = {"steps": STEPS, "strength": STRENGTH, "tiny": {}, "configs": {}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,12 +59,12 @@ def main() -> int:
 
 def tiny_report(name: str, tmp: Path) -> dict[str, Any]:
     """One tiny pipeline: its components, then one edit each way in child processes."""
-    from sakura.platform.models.pipelines.folder import PipelineFolder, _kinds
+    from sakura.platform.models.pipelines.folder import PIPELINE_KINDS, PipelineFolder
     from sakura.platform.models.pipelines.tiny import export
 
     folder_path = export(name, tmp / name)
     folder = PipelineFolder.read(folder_path)
-    kind = _kinds()[folder.class_name]
+    kind = PIPELINE_KINDS[folder.class_name]
     components = {c: _component(folder, c) for c in sorted(folder.components)}
     kv_file = tmp / f"{name}-kv.npz"
     runs = {mode: _child(mode, folder_path, kv_file) for mode in MODES}
@@ -167,8 +167,8 @@ def _record_loads() -> list[str]:
 
 
 def _edit(resolution: int) -> tuple[Any, Any, Any]:
+    from sakura.evaluation.block_costs import bench_edit
     from sakura.platform.models import Schedule
-    from sakura.platform.models.pipelines.block_costs import bench_edit
 
     return (*bench_edit(resolution), Schedule(steps=STEPS, strength=STRENGTH))
 
@@ -228,10 +228,10 @@ def _shapes() -> list[Any]:
 
 
 def config_report(shape: Any) -> dict[str, Any]:
-    from sakura.platform.models.pipelines.folder import _kinds
+    from sakura.platform.models.pipelines.folder import PIPELINE_KINDS
     from sakura.platform.models.pipelines.klein_shapes import parameter_counts
 
-    kind = _kinds()["Flux2KleinKVPipeline"]
+    kind = PIPELINE_KINDS["Flux2KleinKVPipeline"]
     params = parameter_counts(shape)
     components = {"transformer": params["transformer"], "vae": params["vae"], "text_encoder": params["text_encoder"],
                   "tokenizer": 0, "scheduler": 0}

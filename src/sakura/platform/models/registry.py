@@ -18,6 +18,7 @@ from sakura.platform.errors import UnknownModel
 from sakura.platform.models.base import ModelAdapter
 from sakura.platform.models.pipelines import is_pipeline_folder, load_pipeline
 from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, named_builder
+from sakura.platform.models.seeding import seed_weights
 
 if TYPE_CHECKING:
     from diffusers.models.transformers.transformer_flux import FluxTransformer2DModel
@@ -148,24 +149,6 @@ def _build_named(spec: NamedModel, dtype: torch.dtype) -> ModelAdapter:
     return _adapter_class(spec.family)(
         model, name=spec.name, resolution=spec.resolution, pack=spec.pack, text_tokens=spec.text_tokens
     )
-
-
-def seed_weights(model: torch.nn.Module, seed: int, gain: float = 1.0) -> None:
-    """Deterministic weights from our own generator (the global RNG is never touched).
-
-    Matrices get ``gain`` times PyTorch's default ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``;
-    biases a small uniform; norm scales 1.
-    """
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in sorted(model.named_parameters()):
-            if param.ndim >= 2:
-                bound = gain * param[0].numel() ** -0.5
-                param.copy_(torch.rand(param.shape, generator=g) * 2 * bound - bound)
-            elif name.endswith("bias"):
-                param.copy_(torch.rand(param.shape, generator=g) * 0.04 - 0.02)
-            else:
-                param.fill_(1.0)
 
 
 def _load_checkpoint(path: Path, dtype: torch.dtype) -> ModelAdapter:

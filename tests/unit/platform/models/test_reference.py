@@ -13,7 +13,7 @@ from sakura.platform.kv import ShardKey
 from sakura.platform.models import EditRequest, Schedule, Template
 from sakura.platform.models.reference import ReferenceAdapter
 from sakura.platform.models.reference_dit import ReferenceEditDiT
-from sakura.platform.models.registry import seed_weights
+from sakura.platform.models.seeding import seed_weights
 
 
 @pytest.fixture(scope="module")

@@ -92,31 +92,50 @@ class PipelineFolder:
             raise PipelineError(f"{self.path / name}: cannot load {class_name}: {str(exc).splitlines()[0]}") from exc
 
 
+#: (folder, its loaded components, dtype) -> the adapter (a ModelAdapter).
+Loader = Callable[["PipelineFolder", dict[str, Any], torch.dtype], Any]
+
+
 @dataclass(frozen=True)
 class PipelineKind:
-    """How SAKURA runs one pipeline class."""
+    """How SAKURA runs one pipeline class: the components the phone loads, what the cloud loads
+    besides them (text encoders, tokenizers), and the ``module:function`` that makes its
+    adapter from a folder and its loaded components."""
 
     class_name: str
-    phone: tuple[str, ...]  # components the phone loads
-    cloud: tuple[str, ...]  # what the cloud loads besides them (text encoders, tokenizers)
-    load: Callable[[PipelineFolder, dict[str, Any], torch.dtype], Any]  # -> ModelAdapter
+    phone: tuple[str, ...]
+    cloud: tuple[str, ...]
+    loader: str
+
+    def load(self, folder: PipelineFolder, components: dict[str, Any], dtype: torch.dtype) -> Any:
+        """The adapter (the loader's module is imported now, not when the table is read)."""
+        module, _, name = self.loader.partition(":")
+        make: Loader = getattr(importlib.import_module(module), name)
+        return make(folder, components, dtype)
 
 
-_KINDS: dict[str, PipelineKind] = {}
+_LOADERS = "sakura.platform.models.pipelines.kinds"
+_PER_STEP_PHONE = ("scheduler", "vae", "transformer")
+#: The pipeline classes SAKURA runs, in one place (:func:`register_pipeline` adds more).
+PIPELINE_KINDS: dict[str, PipelineKind] = {kind.class_name: kind for kind in (
+    PipelineKind("Flux2KleinKVPipeline", phone=("scheduler", "vae", "transformer"),
+                 cloud=("text_encoder", "tokenizer"), loader=f"{_LOADERS}:load_klein"),
+    PipelineKind("FluxKontextPipeline", phone=_PER_STEP_PHONE,
+                 cloud=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"),
+                 loader=f"{_LOADERS}:load_kontext"),
+    PipelineKind("StableDiffusion3Pipeline", phone=_PER_STEP_PHONE,
+                 cloud=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2", "text_encoder_3", "tokenizer_3"),
+                 loader=f"{_LOADERS}:load_sd3"),
+)}
 
 
 def register_pipeline(kind: PipelineKind) -> None:
-    _KINDS[kind.class_name] = kind
-
-
-def _kinds() -> dict[str, PipelineKind]:
-    from sakura.platform.models.pipelines import kinds  # noqa: F401 (registers the supported classes)
-
-    return _KINDS
+    """Run another pipeline class (its loader is imported when a folder of it is loaded)."""
+    PIPELINE_KINDS[kind.class_name] = kind
 
 
 def supported_pipelines() -> list[str]:
-    return sorted(_kinds())
+    return sorted(PIPELINE_KINDS)
 
 
 def is_pipeline_folder(path: str | Path) -> bool:
@@ -126,7 +145,7 @@ def is_pipeline_folder(path: str | Path) -> bool:
 def load_pipeline(path: str | Path, *, phone: bool = False, dtype: torch.dtype = torch.float32) -> Any:
     """The adapter for a pipeline folder; ``phone`` loads only the components replay needs."""
     folder = PipelineFolder.read(path)
-    kind = _kinds().get(folder.class_name)
+    kind = PIPELINE_KINDS.get(folder.class_name)
     if kind is None:
         raise PipelineError(f"{folder.path / INDEX}: field '_class_name': unsupported pipeline {folder.class_name!r}; "
                             f"SAKURA runs {supported_pipelines()}")

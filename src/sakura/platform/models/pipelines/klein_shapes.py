@@ -171,7 +171,7 @@ def build_adapter(shape: KleinShape, *, blocks: int | None = None, dtype: torch.
     from diffusers.models.autoencoders.autoencoder_kl_flux2 import AutoencoderKLFlux2
     from diffusers.models.transformers.transformer_flux2 import Flux2Transformer2DModel
 
-    from sakura.platform.models.registry import seed_weights
+    from sakura.platform.models.seeding import seed_weights
 
     transformer = Flux2Transformer2DModel(**shape.transformer_config(blocks))
     seed_weights(transformer, seed, gain=init_gain)

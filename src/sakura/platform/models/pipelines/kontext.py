@@ -16,8 +16,8 @@ from sakura.platform.models._attention import Mode, RunState
 from sakura.platform.models.base import Template, to_unit_image
 from sakura.platform.models.flux import FluxAdapter
 from sakura.platform.models.pipelines.folder import PipelineFolder
-from sakura.platform.models.pipelines.kinds import check_resolution
 from sakura.platform.models.pipelines.per_step import PerStepPipeline, config_error
+from sakura.platform.models.pipelines.settings import check_resolution
 from sakura.platform.models.pipelines.vae_codec import VaeCodec
 
 
@@ -54,7 +54,7 @@ class KontextAdapter(PerStepPipeline, FluxAdapter):
                     guidance_scale=self.guidance_scale, **common)
 
 
-def load_kontext(folder: PipelineFolder, components: dict[str, Any], settings: Any) -> KontextAdapter:
+def kontext_adapter(folder: PipelineFolder, components: dict[str, Any], settings: Any) -> KontextAdapter:
     """The adapter for a folder's components (``pipe`` only when the text encoders are loaded)."""
     transformer, vae = components["transformer"], components["vae"]
     packed = vae.config.latent_channels * 4

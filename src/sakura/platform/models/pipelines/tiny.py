@@ -11,12 +11,9 @@ from pathlib import Path
 
 import torch
 
-from sakura.platform.models.pipelines.kinds import SETTINGS
-from sakura.platform.models.pipelines.tiny_clip_t5 import add_merges, tiny_kontext, tiny_sd3_pipeline
+from sakura.platform.models.pipelines.settings import SETTINGS
+from sakura.platform.models.pipelines.tiny_clip_t5 import CORPUS, add_merges, tiny_kontext, tiny_sd3_pipeline
 
-#: Words the tiny byte-level BPE has merges for (any text still encodes, byte by byte).
-_CORPUS = ["put this face on the person in the photo", "dress the person in this garment",
-           "paint the photo in the style of this image", "a brick wall texture", "a cup of coffee"]
 _CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
@@ -31,7 +28,7 @@ def _qwen_tokenizer():
 
     special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     vocab = {token: i for i, token in enumerate([*special, *sorted(pre_tokenizers.ByteLevel.alphabet())])}
-    words = sorted({word for line in _CORPUS for word in line.split()})
+    words = sorted({word for line in CORPUS for word in line.split()})
     # U+0120: ByteLevel's space
     merges = add_merges(vocab, (parts for word in words for parts in (list(word), ["\u0120", *word])))
     bpe = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=None))

@@ -13,17 +13,18 @@ from typing import Any
 
 import torch
 
-from sakura.platform.models.pipelines.kinds import SETTINGS
+from sakura.platform.models.pipelines.settings import SETTINGS
 
+#: Words the tiny byte-level BPE has merges for (any text still encodes, byte by byte).
+CORPUS = ["put this face on the person in the photo", "dress the person in this garment",
+           "paint the photo in the style of this image", "a brick wall texture", "a cup of coffee"]
 #: Tokens each CLIP tokenizer pads to (its ``model_max_length``) and T5 prompt tokens.
 CLIP_TOKENS, T5_TOKENS = 16, 16
 _WIDTH = 32  # text encoders' and transformers' widths
 
 
 def _corpus() -> list[str]:
-    from sakura.platform.models.pipelines.tiny import _CORPUS
-
-    return _CORPUS
+    return CORPUS
 
 
 def _words() -> list[str]:
@@ -103,7 +104,7 @@ def _vae(shift_factor: float, scaling_factor: float) -> Any:
 
 
 def _seeded_transformer(model: torch.nn.Module, seed: int) -> torch.nn.Module:
-    from sakura.platform.models.registry import seed_weights
+    from sakura.platform.models.seeding import seed_weights
 
     seed_weights(model, seed, gain=2.0)  # random DiTs at the default scale barely look at the reference
     return model

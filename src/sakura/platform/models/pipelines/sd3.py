@@ -18,8 +18,8 @@ import torch
 from sakura.platform.models._attention import Mode, RunState
 from sakura.platform.models.base import Template
 from sakura.platform.models.pipelines.folder import PipelineFolder
-from sakura.platform.models.pipelines.kinds import check_resolution, settings_error
 from sakura.platform.models.pipelines.per_step import PerStepPipeline, config_error
+from sakura.platform.models.pipelines.settings import check_resolution, settings_error
 from sakura.platform.models.pipelines.vae_codec import VaeCodec
 from sakura.platform.models.sd3 import SD3Adapter
 
@@ -52,7 +52,7 @@ class SD3PipelineAdapter(PerStepPipeline, SD3Adapter):
         return pipe(guidance_scale=1.0, **common)
 
 
-def load_sd3(folder: PipelineFolder, components: dict[str, Any], settings: Any) -> SD3PipelineAdapter:
+def sd3_adapter(folder: PipelineFolder, components: dict[str, Any], settings: Any) -> SD3PipelineAdapter:
     """The adapter for a folder's components (``pipe`` only when the text encoders are loaded)."""
     transformer, vae = components["transformer"], components["vae"]
     cfg = transformer.config
