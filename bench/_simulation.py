@@ -10,6 +10,8 @@ import json
 import tempfile
 from pathlib import Path
 
+from _args import bench_parser
+
 from sakura.evaluation.geometry import EditGeometry
 from sakura.evaluation.profiles import DEFAULT_ANALYTIC_PROFILE, DeviceProfile, device_profile
 from sakura.evaluation.workloads import (
@@ -26,15 +28,15 @@ from sakura.platform.codec import DEFAULT_LEVELS, V1_LEVELS, LevelSpec
 
 OUT = Path(__file__).resolve().parent / "out"
 #: The code a simulated figure depends on (its provenance digest covers these).
-SIMULATED = ("sakura.evaluation", "sakura.edge_client.planning", "sakura.edge_client.policy",
-             "sakura.edge_client.estimator", "sakura.platform.codec", "sakura.platform.models.factored_cost")
+SIMULATED = ("sakura.evaluation", "sakura.edge_client.fetch_loop", "sakura.edge_client.planning",
+             "sakura.edge_client.policy", "sakura.edge_client.estimator", "sakura.emulation.traces",
+             "sakura.platform.codec", "sakura.platform.models.factored_cost")
 
 
 def parser(doc: str | None, default_workloads: tuple[str, ...]) -> argparse.ArgumentParser:
     """--traces, --json, --plots, --workload, --rtt-ms, --server-ms and --repeats."""
-    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_parser(doc)
     p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
-    p.add_argument("--json", type=Path)
     p.add_argument("--plots", type=Path)
     p.add_argument("--workload", action="append", help=f"repeatable (default: {', '.join(default_workloads)})")
     p.add_argument("--rtt-ms", type=float, default=40.0, help="network round trip per request")

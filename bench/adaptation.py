@@ -17,7 +17,6 @@ processes share this machine's cores. A typed error an edit raises is recorded i
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -29,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from _args import bench_parser  # noqa: E402
 
 from sakura.edge_client import EditResult  # noqa: E402
 from sakura.emulation import PacedDevice  # noqa: E402
@@ -51,11 +51,10 @@ POLICIES = ("fixed-full", "mpc")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_parser(__doc__)
     p.add_argument("--link", choices=["trace", "kernel"], default="trace")
     p.add_argument("--trace", type=Path, default=TRACE)
     p.add_argument("--repeats", type=int, default=5, help="edit pairs per policy")
-    p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     model = load_model("reference")
     runs: list[dict[str, dict[str, object]]] = []

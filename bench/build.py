@@ -9,7 +9,6 @@ included).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 
 import ray
+from _args import bench_parser
 
 from sakura.jobs import build
 from sakura.jobs.progress import Progress
@@ -52,10 +52,9 @@ def timed_build(spec: Path, model: str, workers: int, store: str) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--models", nargs="+", default=["tiny-flux", "tiny-sd3"])
     parser.add_argument("--templates", type=int, default=6)
-    parser.add_argument("--json")
     args = parser.parse_args()
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     results = {}

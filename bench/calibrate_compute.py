@@ -13,7 +13,6 @@ machine; the load averages before and after are written with the figures).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+from _args import bench_parser
 
 from sakura.evaluation.calibration import (
     CHECK_CASES,
@@ -33,8 +33,7 @@ from sakura.evaluation.calibration import (
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", type=Path, help="write the figures here")
+    p = bench_parser(__doc__)
     p.add_argument("--repeats", type=int, default=3, help="timed forwards per case (fastest kept), after one warm-up")
     p.add_argument("--no-large", action="store_true", help="leave out the phone-scale cases (seconds per block)")
     args = p.parse_args(argv)

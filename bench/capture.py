@@ -28,6 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+from _args import bench_parser
 
 from sakura.platform.verify import verify_model
 
@@ -36,13 +37,12 @@ OUT = Path(__file__).resolve().parent / "out"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=None,
                         help="timed loops per model (median; default 3), "
                              "or per block with --model (fastest; default 1)")
-    parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--model", help="a klein shape (klein-4b-shape, klein-9b-shape): per block, extrapolated")
     parser.add_argument("--blocks", type=int, default=2, help="blocks to build with --model (default 2)")
     parser.add_argument("--resolutions", type=int, nargs="+", default=[512, 1024])
@@ -108,7 +108,7 @@ def shape_main(args: argparse.Namespace) -> int:
 def shape_row(shape, blocks: int | None, resolution: int, repeats: int) -> dict:
     """One resolution: the measurement, its per-block figures (wall and CPU seconds), the
     analytic KV and the whole model."""
-    from sakura.platform.models.pipelines.block_costs import CLOCKS, extrapolate, measure, per_block
+    from sakura.evaluation.block_costs import CLOCKS, extrapolate, measure, per_block
     from sakura.platform.models.pipelines.klein_shapes import build_adapter
 
     start = time.perf_counter()

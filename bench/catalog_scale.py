@@ -36,6 +36,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from _args import bench_parser  # noqa: E402
 
 from sakura.platform import http_api, layout  # noqa: E402
 from sakura.platform.library import TemplateLibrary  # noqa: E402
@@ -206,11 +207,10 @@ def replica_memory(libraries: dict[int, tuple[str, list[str]]], requests: int, r
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = bench_parser(__doc__.split("\n\n")[0])
     p.add_argument("--templates", type=int, default=10_000, help="templates in the large library")
     p.add_argument("--baseline", type=int, default=10, help="templates in the small library")
     p.add_argument("--requests", type=int, default=400, help="manifest and shard requests per library")
-    p.add_argument("--json", type=Path, help="write the figures here")
     args = p.parse_args(argv)
     rng = random.Random(0)
     results, libraries = {}, {}

@@ -17,7 +17,6 @@ what weighting and allocation buy at equal bytes.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -33,6 +32,7 @@ from skimage.metrics import structural_similarity
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _args import bench_parser  # noqa: E402
 from _baselines import KiviInt4, Method, SakuraLevel, UniformInt8  # noqa: E402
 from _codec_report import frontier_summary, rank_spectrum  # noqa: E402
 from _pipelines import loadable  # noqa: E402
@@ -123,7 +123,7 @@ class Case:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--model", default="tiny-flux", help="a named model, a tiny pipeline's name (exported "
                         "first: tiny-klein, tiny-kontext, tiny-sd3-pipeline) or a pipeline folder")
     parser.add_argument("--spec", default=str(ROOT / "examples" / "templates.yaml"))
@@ -135,7 +135,6 @@ def main() -> int:
     parser.add_argument("--blocks", type=int, help="klein shapes only: keep the first N blocks (4B random weights "
                         "take 16 GB in fp32)")
     parser.add_argument("--label", help="the model's name in the JSON (default: --model; e.g. for a folder)")
-    parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
 
     adapter = _adapter(args.model, args.blocks)

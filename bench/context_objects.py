@@ -14,7 +14,6 @@ it would ship (the build bisects, and keeps half the tolerance as a margin).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _args import bench_parser  # noqa: E402
 from _pipelines import loadable  # noqa: E402
 from _provenance import provenance  # noqa: E402
 
@@ -78,10 +78,9 @@ def measure(model: str, steps: int) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_parser(__doc__)
     p.add_argument("--model", action="append", required=True, help="a pipeline (tiny by name) with context objects")
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--json", type=Path)
     args = p.parse_args()
     results = [measure(model, args.steps) for model in args.model]
     if args.json:

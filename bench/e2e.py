@@ -20,7 +20,6 @@ output against the exact-KV output (100 dB: bit-identical).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sakura.emulation.traces import load_traces
 from sakura.evaluation import PROFILES, SYSTEMS, TOKEN_RATIOS, EditSimulator, device_profile
 from sakura.evaluation.runs import Run, groups, simulate_runs, summarize
 from sakura.evaluation.workloads import (
@@ -41,9 +41,9 @@ from sakura.evaluation.workloads import (
     workload_geometries,
     workload_spec,
 )
-from sakura.platform.traces import load_traces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _args import bench_parser  # noqa: E402
 from _provenance import kept_parts, provenance, run_stamp  # noqa: E402
 from _simulation import SIMULATED, add_rates_options, analytic_rates, levels  # noqa: E402
 
@@ -51,9 +51,8 @@ SLO_FACTORS = (0.5, 1.0, 2.0, 4.0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_parser(__doc__)
     p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
-    p.add_argument("--json", type=Path)
     p.add_argument("--plots", type=Path)
     p.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="repeatable (default: reference)")
     p.add_argument("--system", action="append", choices=SYSTEMS,

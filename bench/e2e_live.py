@@ -31,14 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from _args import bench_parser
 
 from sakura.edge_client import COMPUTE, EdgeSession, EditResult, Timeline, make_policy
 from sakura.emulation import KernelLink, TraceLink, kernel_link_support
+from sakura.emulation.traces import BandwidthTrace, load_trace
 from sakura.evaluation import EditGeometry, EditSimulator, measure_workload
 from sakura.evaluation.workload import DEFAULT_PHOTO, USER_PHOTOS, example_spec
 from sakura.platform.images import fit_image, load_image
 from sakura.platform.models import ModelAdapter, load_model
-from sakura.platform.traces import BandwidthTrace, load_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 #: (trace file, start second) per model. reference (1.5 MB of KV an edit at full, ~0.1 s of
@@ -142,11 +143,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_parser(__doc__)
     p.add_argument("--model", choices=sorted(CASES), default="reference")
     p.add_argument("--traces", type=Path, default=TRACES)
     p.add_argument("--library", help="store URI to build the example templates into (kept; default: a temporary one)")
-    p.add_argument("--json", type=Path)
     p.add_argument("--rtt-ms", type=float, default=40.0)
     p.add_argument("--link", choices=["auto", "kernel", "trace"], default="auto")
     p.add_argument("--repeats", type=int, default=3, help="live edits per (trace, system); the median is reported")

@@ -37,13 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
+from sakura.emulation.traces import BandwidthTrace, load_traces
 from sakura.evaluation.energy import PHONES, RADIOS, EditEnergy, PhonePower, RadioModel, edit_energy, radio_for
 from sakura.evaluation.regime import crossovers, hopeless, link_rates
 from sakura.evaluation.runs import groups, simulate_runs
 from sakura.evaluation.simulator import FETCH_ONLY, SYSTEMS, EditSimulator
 from sakura.evaluation.sustained import session_summary, sustained_session
 from sakura.evaluation.thermal import NEVER_THROTTLES, ThermalModel
-from sakura.platform.traces import BandwidthTrace, load_traces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _simulation import edits_of, parser, reference_workload, rtt_s  # noqa: E402

@@ -15,7 +15,6 @@ is the intra one). Errors are the calibration queries' relative attention-output
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _args import bench_parser  # noqa: E402
 from _pipelines import loadable  # noqa: E402
 from _provenance import provenance  # noqa: E402
 
@@ -105,11 +105,10 @@ def _error(probe, exact_pair, pair) -> float:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_parser(__doc__)
     p.add_argument("--model", action="append", required=True,
                    help="a tiny per-step pipeline's name (tiny-kontext, tiny-sd3-pipeline) or a folder (repeatable)")
     p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--json", type=Path)
     args = p.parse_args()
     results = [measure(model, args.steps) for model in args.model]
     if args.json:

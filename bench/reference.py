@@ -11,12 +11,12 @@ one. A PNG grid shows user image, template, target, exact-KV output, medium and 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
+from _args import bench_parser
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from sakura.evaluation.plots import image_grid
@@ -28,11 +28,10 @@ from sakura.platform.models import EditRequest, Schedule, Template, load_model
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--pairs", type=int, default=16, help="held-out pairs per task")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--grid", default="bench/out/reference-grid.png", help="PNG grid of examples")
     args = parser.parse_args()
 

@@ -20,7 +20,6 @@ run that wrote it (``provenance``), the file the last run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from sakura.emulation.traces import load_traces
 from sakura.evaluation.profiles import PROFILES, device_profile
 from sakura.evaluation.regime import GIVE_UP, PAPER, link_rates, regime_curve
 from sakura.evaluation.runs import RATIOS, simulate_runs, summarize
@@ -38,9 +38,9 @@ from sakura.evaluation.workloads import (
     workload_geometries,
     workload_spec,
 )
-from sakura.platform.traces import load_traces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _args import bench_parser  # noqa: E402
 from _provenance import kept_parts, provenance, run_stamp  # noqa: E402
 from _simulation import SIMULATED, add_rates_options, analytic_rates, levels  # noqa: E402
 
@@ -51,9 +51,8 @@ ANALYTIC_PROFILES = ("flagship-npu", "flagship-gpu", "midrange")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_parser(__doc__)
     p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
-    p.add_argument("--json", type=Path)
     p.add_argument("--plots", type=Path)
     p.add_argument("--workload", action="append", choices=sorted(WORKLOADS),
                    help=f"repeatable (default: {', '.join(DEFAULT_WORKLOADS)})")

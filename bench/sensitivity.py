@@ -13,7 +13,6 @@ defaults to the compute-only time).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -21,13 +20,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from sakura.emulation.traces import load_traces
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.runs import simulate_runs, summarize
 from sakura.evaluation.simulator import SYSTEMS
 from sakura.evaluation.workloads import WORKLOADS, analytic_geometry, measure_workload
-from sakura.platform.traces import load_traces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _args import bench_parser  # noqa: E402
 from _provenance import provenance  # noqa: E402
 from _simulation import SIMULATED, add_rates_options, analytic_rates, levels  # noqa: E402
 
@@ -45,9 +45,8 @@ def variants() -> list[tuple[str, dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_parser(__doc__)
     p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
-    p.add_argument("--json", type=Path)
     p.add_argument("--workload", default="klein-4b-ref1024", choices=sorted(WORKLOADS))
     p.add_argument("--device-profile", default="flagship-npu")
     p.add_argument("--starts", type=int, default=3, help="start times per trace")

@@ -39,6 +39,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from _args import bench_parser  # noqa: E402
 
 SHARDS_PER_SIZE = 4
 TEMPLATE = "bench"
@@ -242,7 +243,7 @@ def measure_size(base: str, static: str, sized: SizedVersion, folder: Path, args
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_parser(__doc__)
     p.add_argument("--shard-mb", default="0.07,1,4,16", help="comma-separated shard sizes in MB")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--seconds", type=float, default=6.0)
@@ -251,7 +252,6 @@ def main() -> int:
     p.add_argument("--ingress", choices=["ray-proxy", "haproxy"], default="ray-proxy",
                    help="what answers HTTP for Serve: Ray's Python proxy (the default), or HAProxy in front of "
                         "each replica's own HTTP server (Ray Serve's RAY_SERVE_ENABLE_HA_PROXY)")
-    p.add_argument("--json")
     args = p.parse_args()
     if args.ingress == "haproxy":  # read when ray.serve is first imported, in every Ray process
         if not shutil.which("haproxy"):

@@ -33,11 +33,11 @@ from pathlib import Path
 import numpy as np
 
 from sakura.edge_client.timeline import Timeline
+from sakura.emulation.traces import BandwidthTrace, load_traces
 from sakura.evaluation.catalogue import ZIPF_ALPHA, PooledEdit, drifting, run_catalogue, zipf_ranks
 from sakura.evaluation.geometry import EditGeometry
 from sakura.evaluation.runs import simulate_runs
 from sakura.evaluation.simulator import EditSimulator
-from sakura.platform.traces import BandwidthTrace, load_traces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _simulation import edits_of, parser, reference_workload, rtt_s  # noqa: E402

@@ -15,7 +15,6 @@ format v2 as built.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _args import bench_parser  # noqa: E402
 from _provenance import provenance  # noqa: E402
 
 from sakura.platform import importance as imp  # noqa: E402
@@ -141,8 +141,7 @@ def basis_object_bytes(bases: dict, ranks: dict) -> int:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", type=Path)
+    p = bench_parser(__doc__)
     args = p.parse_args()
     adapter = load_model("reference")
     schedule = Schedule(steps=default_steps("reference"))

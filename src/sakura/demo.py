@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sakura._argparse import command_parser
+from sakura.emulation.traces import BandwidthTrace, load_trace
 from sakura.examples import TEMPLATES, trace_path
-from sakura.platform.traces import BandwidthTrace, load_trace
 from sakura.platform.verify import verify_model
 
 #: How much two live edits of a 0.1-0.5 s model may differ by timing noise alone on a shared

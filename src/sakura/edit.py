@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import os
 import sys
 
 from sakura._argparse import command_parser
-from sakura.edge_client._deadlines import MIN_USEFUL_RATE
-from sakura.edge_client._session import DEFAULT_CACHE_BUDGET, EdgeSession
-from sakura.edge_client._urls import UrlPolicy
-from sakura.edge_client.policy import LevelPolicy, make_policy, policy_names
+from sakura.edge_client import EdgeSession, LevelPolicy, UrlPolicy, make_policy, policy_names
+
+#: The session's own defaults, read off its public constructor (one place says them).
+_SESSION_DEFAULTS = {name: p.default for name, p in inspect.signature(EdgeSession).parameters.items()}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,12 +39,12 @@ def _parser() -> argparse.ArgumentParser:
                         "the template's prompt here instead of downloading its embeddings (unless that is known "
                         "to be sooner)")
     p.add_argument("--cache-dir", help="on-device shard cache directory; none: no cache")
-    p.add_argument("--cache-budget-mb", type=float, default=DEFAULT_CACHE_BUDGET / 2**20,
+    p.add_argument("--cache-budget-mb", type=float, default=_SESSION_DEFAULTS["cache_budget_bytes"] / 2**20,
                    help="size limit of the on-device shard cache, in MiB (with --cache-dir)")
     p.add_argument("--seed", type=int, default=0, help="noise seed for the edit")
     p.add_argument("--timeout", type=float, default=10.0,
                    help="seconds a network wait may last; with --min-rate it bounds every download")
-    p.add_argument("--min-rate", type=float, default=MIN_USEFUL_RATE,
+    p.add_argument("--min-rate", type=float, default=_SESSION_DEFAULTS["min_rate_bytes_per_s"],
                    help="bytes/s below which a download counts as stalled after --timeout")
     p.add_argument("--https-only", action="store_true", help="refuse a plain-http server URL or redirect")
     p.add_argument("--redirect-host", action="append", metavar="HOST",
@@ -56,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _say_retries()
     from sakura.emulation import SlowDevice, TraceLink
+    from sakura.emulation.traces import load_trace
     from sakura.platform.images import load_image, save_image
-    from sakura.platform.traces import load_trace
 
     link = policy = None
     if args.trace:

@@ -1,6 +1,7 @@
-"""DESIGN.md's dependency rule: edge_client never imports ray, boto3, serve or jobs (nor the
-evaluation and emulation built on it); platform never ray. And the phone library stays light:
-importing it loads none of the cloud side's heavy packages."""
+"""The dependency rule of docs/architecture.md: edge_client never imports ray, boto3, serve or
+jobs (nor the evaluation and emulation built on it); platform never ray; no two source files
+import each other. And the phone library stays light: importing it loads none of the cloud
+side's heavy packages."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def test_the_phone_library_has_a_small_public_face():
 
     assert len(edge.__all__) <= 15 and all(hasattr(edge, name) for name in edge.__all__)
     public = {m.name for m in pkgutil.iter_modules(edge.__path__) if not m.name.startswith("_")}
-    assert public == {"device", "errors", "estimator", "link", "planning", "policy", "timeline"}, public
+    assert public == {"device", "errors", "estimator", "fetch_loop", "link", "planning", "policy", "timeline"}, public
 
 
 
@@ -260,3 +261,75 @@ def test_the_phone_path_imports_only_the_edge_extra(api, phone_pipelines, tmp_pa
     assert not _outside(report["modules"], closure), _outside(report["modules"], closure)
     sample = report["sample"] or ""
     assert "bundled sample images need scikit-image" in sample and "cluster extra" in sample and "\n" not in sample
+
+
+def _module_file(name: str, src: Path) -> Path | None:
+    """The source file of module ``name`` (``sakura.a.b``) under ``src`` (the ``sakura`` folder)."""
+    if not name.startswith("sakura"):
+        return None
+    base = src.parent.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imported_files(path: Path, src: Path) -> set[Path]:
+    """Our source files ``path`` imports, anywhere in it (inside functions and under
+    ``TYPE_CHECKING`` too): ``from a.b import c`` names ``a/b/c.py`` if that is a module, else ``a/b``."""
+    package = ".".join(path.relative_to(src.parent).with_suffix("").parts)
+    if path.name == "__init__.py":
+        package = package.rsplit(".", 1)[0] + ".__init__"
+    found: set[Path] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:-node.level] + ([base] if base else []))
+            names = [f"{base}.{a.name}" if _module_file(f"{base}.{a.name}", src) else base for a in node.names]
+        else:
+            continue
+        found |= {f for f in (_module_file(n, src) for n in names) if f is not None and f != path}
+    return found
+
+
+def _circle(src: Path) -> list[Path] | None:
+    """A cycle in the import graph of the files under ``src``, or None."""
+    graph = {path: _imported_files(path, src) for path in src.rglob("*.py")}
+    state: dict[Path, int] = {}  # 1: on the current path, 2: done
+
+    def visit(path: Path, trail: list[Path]) -> list[Path] | None:
+        state[path] = 1
+        for nxt in sorted(graph.get(path, ())):
+            if state.get(nxt) == 1:
+                return [*trail[trail.index(nxt):], nxt]
+            if nxt not in state and (cycle := visit(nxt, [*trail, nxt])):
+                return cycle
+        state[path] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start, [start])):
+            return cycle
+    return None
+
+
+def test_no_two_source_files_import_each_other_nor_any_longer_circle():
+    """docs/architecture.md, "The dependency rule": the import graph of src/ has no cycle."""
+    assert sum(len(_imported_files(p, SRC)) for p in SRC.rglob("*.py")) > 100  # the scan sees the imports
+    cycle = _circle(SRC)
+    assert cycle is None, "import circle: " + " -> ".join(str(p.relative_to(SRC)) for p in cycle or [])
+
+
+def test_the_circle_check_finds_a_circle(tmp_path):
+    """The check above can fail: two files that import each other are a circle, even when one
+    import is inside a function and the other under ``TYPE_CHECKING``."""
+    pkg = tmp_path / "sakura" / "toy"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from sakura.toy.b import g\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sakura.toy import a\n")
+    cycle = _circle(tmp_path / "sakura")
+    assert cycle is not None and {p.name for p in cycle} == {"a.py", "b.py"}

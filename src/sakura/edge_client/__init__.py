@@ -6,18 +6,20 @@ fetch/decode/compute pipeline.
         result = s.edit(photo, "portrait-style")  # policy="hybrid": compute or fetch
 
 The public face is what an app needs: the session, its result and timeline, the level-policy
-registry (and what a policy is handed), the retry and URL policies, and the errors (every one an
-:class:`EdgeError`; each type in :mod:`sakura.edge_client.errors`). The public submodules are
-extension points: :mod:`~sakura.edge_client.policy` (policies), :mod:`~sakura.edge_client.planning`
-(the timing core the simulator drives too), :mod:`~sakura.edge_client.estimator`,
-:mod:`~sakura.edge_client.timeline`, :mod:`~sakura.edge_client.link` and
-:mod:`~sakura.edge_client.device` (where an emulator hooks the network and the compute). Modules
-named ``_*`` are internal. It imports :mod:`sakura.platform` and never ray, boto3, pyarrow,
-:mod:`sakura.serve` or :mod:`sakura.jobs`.
+registry (and what a policy is handed), the retry and URL policies, and the errors (every one
+an :class:`EdgeError`; each type in :mod:`sakura.edge_client.errors`). The
+public submodules are extension points: :mod:`~sakura.edge_client.policy` (policies),
+:mod:`~sakura.edge_client.planning` and :mod:`~sakura.edge_client.fetch_loop` (the timing core
+and the fetch stage's decisions, which the simulator drives too),
+:mod:`~sakura.edge_client.estimator`, :mod:`~sakura.edge_client.timeline`,
+:mod:`~sakura.edge_client.link` and :mod:`~sakura.edge_client.device` (where an emulator hooks
+the network and the compute). Modules and packages named ``_*`` are internal (``_http``: the
+phone's HTTP stack). It imports :mod:`sakura.platform` and never
+ray, boto3, pyarrow, :mod:`sakura.serve` or :mod:`sakura.jobs`.
 """
 
+from sakura.edge_client._http.urls import UrlPolicy
 from sakura.edge_client._session import EdgeSession, EditResult
-from sakura.edge_client._urls import UrlPolicy
 from sakura.edge_client.errors import EdgeError
 from sakura.edge_client.planning import COMPUTE, PlanContext
 from sakura.edge_client.policy import LevelPolicy, make_policy, policy_names, register_policy

@@ -3,17 +3,15 @@ smaller level when the policy abandons a download that will clearly be late."""
 
 from __future__ import annotations
 
-import bisect
 import threading
-import time
 from collections.abc import Callable
 
 from sakura.edge_client._cache import ShardCache
-from sakura.edge_client._deadlines import CancelFlag
 from sakura.edge_client._first_shard import FirstShard, FirstShardBytes
+from sakura.edge_client._http.deadlines import CancelFlag
+from sakura.edge_client._http.transport import Abandon, HttpTransport
+from sakura.edge_client._link_meter import DownloadRate, LinkMeter
 from sakura.edge_client._shard_hashes import ShardHashes
-from sakura.edge_client._transport import Abandon, HttpTransport
-from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.planning import ABANDON_CHECK_S, ABANDON_MIN_S
 from sakura.edge_client.timeline import ShardTiming
 from sakura.platform import http_api
@@ -29,47 +27,26 @@ class _SwitchLevel(Abandon):
         self.level, self.received, self.measured, self.elapsed_s = level, received, measured, elapsed_s
 
 
-class _LinkMeter:
-    """Bytes received by all downloads of an edit over time: with several requests in flight a
-    single download sees only its share of the link, so throughput is measured in aggregate."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._times: list[float] = [0.0]
-        self._totals: list[int] = [0]
-
-    def add(self, nbytes: int) -> None:
-        if nbytes > 0:
-            with self._lock:
-                self._times.append(time.monotonic())
-                self._totals.append(self._totals[-1] + nbytes)
-
-    def delivered(self, t0: float, t1: float) -> int:
-        """Bytes received in ``(t0, t1]``."""
-        with self._lock:
-            end, begin = (bisect.bisect_right(self._times, t) - 1 for t in (t1, t0))
-            return self._totals[end] - self._totals[begin]
-
-
 class ShardFetcher:
     def __init__(
         self,
         transport: HttpTransport,
         manifest: PhoneManifest,
-        estimator: BandwidthEstimator,
+        meter: LinkMeter,
         cache: ShardCache | None,
         clock: Callable[[], float],
         first: FirstShard | None = None,
         hashes: ShardHashes | None = None,
     ) -> None:
-        """``first``: shard 0, asked for with the preamble (used if it is what the manifest lists);
-        ``hashes``: where the shards' sha256s come from (by default the manifest, which lists them)."""
-        self.transport, self.manifest, self.estimator = transport, manifest, estimator
+        """``meter``: the session's link measurement; ``clock``: the edit's, which the timeline
+        records; ``first``: shard 0, asked for with the preamble (used if it is what the manifest
+        lists); ``hashes``: where the shards' sha256s come from (by default the manifest)."""
+        self.transport, self.manifest, self.meter, self.estimator = transport, manifest, meter, meter.estimator
         self.hashes = hashes or ShardHashes(manifest)
         self.cache, self.clock = cache, clock
         self.first = first
         self.rank = {level.name: i for i, level in enumerate(manifest.levels)}
-        self.meter = _LinkMeter()
+        self._to_edit = meter.offset_to(clock)  # the meter's (the transport's) times -> the edit clock
         self.budget = transport.edit_budget()  # the edit's network deadline
         self._active = 0  # downloads in flight
         self._lengths: dict[int, int] = {}  # per shard being downloaded, its length
@@ -130,19 +107,18 @@ class ShardFetcher:
             except _SwitchLevel as switch:
                 timing.abandoned.append(level)
                 timing.bytes += switch.received
-                self.estimator.observe(switch.measured, switch.elapsed_s)
+                self.meter.abandoned(switch.measured, switch.elapsed_s)
                 level = switch.level
 
     def _from_first(self, requested_at: float, got: FirstShardBytes, timing: ShardTiming) -> bytes:
-        """Shard 0 as it came with the preamble: timed, measured and cached like a download."""
-        timing.requested_at, timing.first_byte_at, timing.arrived_at = requested_at, got.first_byte_at, got.arrived_at
+        """Shard 0 as it came with the preamble: timed, measured and cached like a download (the
+        link carried the next shard's first bytes too meanwhile)."""
+        timing.requested_at = requested_at + self._to_edit
+        timing.first_byte_at, timing.arrived_at = got.first_byte_at + self._to_edit, got.arrived_at + self._to_edit
         timing.bytes += len(got.data)
         timing.attempts += 1
-        to_monotonic = time.monotonic() - self.clock()
-        others = self.meter.delivered(got.first_byte_at + to_monotonic, got.arrived_at + to_monotonic)
+        self.meter.response(len(got.data), first_byte_at=got.first_byte_at, arrived_at=got.arrived_at, counted=False)
         self.meter.add(len(got.data))
-        if got.arrived_at > got.first_byte_at:  # the link carried the next shard's first bytes too meanwhile
-            self.estimator.observe(len(got.data) + others, got.arrived_at - got.first_byte_at)
         if self.cache is not None:
             m = self.manifest
             self.cache.write(m.template_id, m.version, 0, got.level, got.data, rank=self.rank)
@@ -181,29 +157,23 @@ class ShardFetcher:
             self._lengths[index], self._received[index] = location.length, 0
         if timing.requested_at is None:
             timing.requested_at = self.clock()
-        first: list[float] = []  # time and size of the first chunk: the rate is measured after it
-        last_check, seen = [0.0], [0]
+        own = DownloadRate(self.meter)
+        last_check = [float("-inf")]  # elapsed at the last abandonment check
 
         def progress(received: int, _total: int) -> None:
-            now = time.monotonic()
-            self.meter.add(received - seen[0])
-            seen[0] = received
             with self._lock:
                 self._received[index] = received
-            if not first:
-                first.extend((now, received))
+            if not own.update(received):
                 if estimate is None:  # no rate to time it by: the next request leaves at the first byte
                     near_done.set()
                 return
-            elapsed = now - first[0]
-            rate = (received - first[1]) / elapsed if elapsed > 0 else 0.0
-            if rate > 0 and (location.length - received) / rate <= rtt:
+            if own.rate > 0 and (location.length - received) / own.rate <= rtt:
                 near_done.set()
-            if elapsed >= ABANDON_MIN_S and now - last_check[0] >= ABANDON_CHECK_S:
-                last_check[0] = now
-                smaller = abandon(level, received, rate)
+            if own.elapsed >= ABANDON_MIN_S and own.elapsed - last_check[0] >= ABANDON_CHECK_S:
+                last_check[0] = own.elapsed
+                smaller = abandon(level, received, own.rate)
                 if smaller is not None and smaller != level:
-                    raise _SwitchLevel(smaller, received, received - int(first[1]), elapsed)
+                    raise _SwitchLevel(smaller, received, own.measured, own.elapsed)
 
         with self._lock:
             self._active += 1
@@ -216,18 +186,13 @@ class ShardFetcher:
             with self._lock:
                 self._active -= 1
                 self._lengths.pop(index, None)
-        offset = self.clock() - time.monotonic()  # monotonic -> edit clock
-        timing.first_byte_at = timing.first_byte_at or got.first_byte_at + offset
+        timing.first_byte_at = timing.first_byte_at or got.first_byte_at + self._to_edit
         timing.bytes += location.length
         timing.attempts += got.attempts
         if got.attempts == 1 and alone:
-            self.estimator.observe_rtt(got.first_byte_at - got.requested_at)
-        # A small shard may come in one read: time it from the request, less one round trip. The
-        # link carried other responses too meanwhile (requests in flight): count all its bytes.
-        start = got.arrived_at - max(got.arrived_at - got.first_byte_at,
-                                     got.arrived_at - got.requested_at - self.estimator.rtt_s)
-        delivered = max(location.length, self.meter.delivered(start - 1e-6, got.arrived_at))
-        self.estimator.observe(delivered, got.arrived_at - start)
+            self.meter.round_trip(got.first_byte_at - got.requested_at)
+        self.meter.response(location.length, first_byte_at=got.first_byte_at, arrived_at=got.arrived_at,
+                            requested_at=got.requested_at)
         if self.cache is not None:
             m = self.manifest
             self.cache.write(m.template_id, m.version, index, level, got.data, rank=self.rank)

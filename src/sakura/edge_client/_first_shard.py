@@ -11,18 +11,17 @@ smallest level anyway).
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from sakura.edge_client._deadlines import CancelFlag
+from sakura.edge_client._http.deadlines import CancelFlag
+from sakura.edge_client._http.transport import HttpTransport, Reply
 from sakura.edge_client._shard_hashes import ShardHashes
-from sakura.edge_client._transport import HttpTransport, Reply
 from sakura.edge_client.errors import EdgeError
 from sakura.platform import http_api
 from sakura.platform.errors import SakuraError
+from sakura.platform.integrity import matches
 from sakura.platform.manifest import PhoneManifest
 
 _POLL_S = 0.02
@@ -32,17 +31,15 @@ _POLL_S = 0.02
 class FirstShardBytes:
     level: str
     data: bytes
-    first_byte_at: float  # edit clock
+    first_byte_at: float  # the transport's clock (time.monotonic), as the link meter's
     arrived_at: float
 
 
 class FirstShard:
     """Shard 0 of ``template`` at ``version`` (a number or an alias), at its smallest level, in flight."""
 
-    def __init__(self, transport: HttpTransport, template: str, version: int | str, clock: Callable[[], float]) -> None:
-        self.requested_at = clock()
-        self._clock = clock
-        self._offset = clock() - time.monotonic()  # monotonic -> edit clock
+    def __init__(self, transport: HttpTransport, template: str, version: int | str) -> None:
+        self.requested_at = time.monotonic()  # the transport's clock, as every time here
         self._stop = threading.Event()
         self._done = threading.Event()
         self._reply: Reply | None = None
@@ -58,7 +55,7 @@ class FirstShard:
         except (EdgeError, SakuraError, OSError):
             self._reply = None  # fetched again the ordinary way
         finally:
-            self._arrived_at = self._clock()
+            self._arrived_at = time.monotonic()
             self._done.set()
 
     def smallest_level(self, manifest: PhoneManifest) -> str | None:
@@ -78,11 +75,10 @@ class FirstShard:
         location = manifest.shards[0].levels[level]
         genuine = (reply.headers.get("x-sakura-version") == str(manifest.version)
                    and reply.headers.get(http_api.SHARD_LEVEL.lower()) == level
-                   and len(reply.body) == location.length
-                   and hashlib.sha256(reply.body).hexdigest() == hashes.sha256(0, level))
+                   and matches(reply.body, hashes.sha256(0, level), location.length))
         if not genuine:
             return None
-        return FirstShardBytes(level, reply.body, reply.first_byte_at + self._offset, self._arrived_at)
+        return FirstShardBytes(level, reply.body, reply.first_byte_at, self._arrived_at)
 
     def close(self) -> None:
         """Stop the request if it is still running (the edit ended or no longer wants it)."""

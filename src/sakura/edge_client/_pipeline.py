@@ -18,12 +18,13 @@ when the next shard's fetch is predicted to end later than computing it would (t
 then abandoned, freeing the link for the shards after it). The other way too: once every shard
 above the prefix is on its way, the fetch stage takes back the top of the prefix, block by block,
 while the policy says its download ends before the phone would have computed it (the link
-proved faster than planned) and the compute stage has not reached it.
+proved faster than planned) and the compute stage has not reached it. Those decisions are the
+:class:`~sakura.edge_client.fetch_loop.FetchLoop`'s, which the simulator drives too; this module
+gives it threads, a real link and a real model.
 """
 
 from __future__ import annotations
 
-import collections
 import queue
 import threading
 import time
@@ -33,14 +34,15 @@ from concurrent.futures import wait as futures_wait
 from typing import TypeVar
 
 from sakura.edge_client._compute_model import ComputeModel
-from sakura.edge_client._deadlines import CancelFlag
 from sakura.edge_client._fetcher import ShardFetcher
+from sakura.edge_client._http.deadlines import CancelFlag
 from sakura.edge_client._streaming_kv import POLL_S, StreamingKV
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client._validation import ShardLimits
 from sakura.edge_client.device import Device
 from sakura.edge_client.errors import ConfigError, EdgeError, EditCancelled, PolicyError
 from sakura.edge_client.estimator import BandwidthEstimator
+from sakura.edge_client.fetch_loop import FETCH, FetchLoop
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -51,7 +53,7 @@ from sakura.edge_client.planning import (
     plan_context,
     stage_window,
 )
-from sakura.edge_client.policy import LevelPolicy, planned_rate
+from sakura.edge_client.policy import LevelPolicy, can_take_back, planned_rate
 from sakura.edge_client.timeline import ShardTiming, Timeline
 from sakura.platform.codec import decode_shard
 from sakura.platform.errors import CodecError
@@ -87,8 +89,6 @@ class EditPipeline:
         self.template = template
         #: Hand version 2 shards to the model as factors (a model that attends to them so), else K and V.
         self.factored = factored
-        #: Per shard: COMPUTE once the fetch stage left it to the phone, "fetch" once it requested it.
-        self._decided: list[str | None] = [None] * len(manifest.shards)
         #: Per shard being downloaded: set when the phone computed it, which stops the download.
         self._superseded: dict[int, threading.Event] = {}
         if max_in_flight < 1:
@@ -119,6 +119,14 @@ class EditPipeline:
             for i, s in enumerate(manifest.shards))
         n = len(manifest.shards)
         self._mean_size = {lvl: sum(s.levels[lvl].length for s in manifest.shards) // n for lvl in self._levels}
+        one_pass = not manifest.model.step_dependent
+        first_step = manifest.shards[0].key.step
+        self._loop = FetchLoop(
+            n, pass_shards=n if one_pass else sum(s.key.step == first_step for s in manifest.shards),
+            one_pass=one_pass, max_in_flight=max_in_flight, computes=template is not None,
+            takes_back=can_take_back(policy), asked=(0,) if fetcher.first_level is not None else ())
+        self._downloads: dict[int, tuple[Future, threading.Event]] = {}  # requested, not handed over
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- running -------------------------------------------------------------------------
     def run(self, compute: Callable[[StreamingKV], T]) -> T:
@@ -151,6 +159,16 @@ class EditPipeline:
         except BaseException as exc:  # surfaced to the caller through the compute stage
             self._fail(exc)
 
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def planned_compute(self, index: int) -> bool:
+        return self._loop.decided[index] == COMPUTE
+
+    def supersede(self, index: int) -> None:
+        self._superseded.setdefault(index, threading.Event()).set()
+
     def _fail(self, exc: BaseException) -> None:
         with self.kv.cond:
             if self._error is None:
@@ -158,100 +176,93 @@ class EditPipeline:
             self._stop.set()
             self.kv.cond.notify_all()
 
-    def _stopped(self) -> bool:
-        return self._stop.is_set() or self.cancel.is_set()
-
-    # -- fetch ---------------------------------------------------------------------------
+    # -- fetch: the mechanics under the shared FetchLoop (fetch_loop.FetchDriver) -------------
     def _fetch_stage(self) -> None:
         """Requests go out in order, each once the one before is within a round trip of done, with
         at most ``max_in_flight`` outstanding (small shards on a long link need several in flight
         to keep it busy); responses are handed to the decoder in order."""
-        in_flight: _InFlight = collections.deque()
-        pool = ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="sakura-download")
+        self._pool = ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="sakura-download")
         try:
-            for index in range(len(self.manifest.shards)):
-                if self._leave_to_phone(index):
-                    continue
-                self._make_room(in_flight)
-                if self._stopped():
-                    break
-                if self.kv.computed(index):  # the phone got there first
-                    continue
-                self._decided[index] = "fetch"
-                self._request(index, in_flight, pool)
-            self._take_back(in_flight, pool)
-            while in_flight and not self._stopped():
-                self._hand_over(in_flight.popleft()[0])
+            for index in self._loop.in_flight:  # asked for with the preamble: on its way
+                self._submit(index, self.fetcher.first_level)
+            self._loop.run(self)
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)  # downloads still running are being aborted
+            self._pool.shutdown(wait=False, cancel_futures=True)  # downloads still running are being aborted
 
-    def _make_room(self, in_flight: _InFlight) -> None:
-        """Wait until the next request may leave: fewer than ``max_in_flight`` out and the last one
-        near done; hand the complete downloads over meanwhile."""
-        if len(in_flight) >= self.max_in_flight:
-            self._hand_over(in_flight.popleft()[0])
-        if in_flight:
-            self._wait(in_flight[-1][1], in_flight[-1][0])
-        while in_flight and in_flight[0][0].done():
-            self._hand_over(in_flight.popleft()[0])
+    def stopped(self) -> bool:
+        return self._stop.is_set() or self.cancel.is_set()
 
-    def _request(self, index: int, in_flight: _InFlight, pool: ThreadPoolExecutor, level: str | None = None) -> None:
-        near_done = threading.Event()
-        future = pool.submit(self._fetch_one, index, near_done, level)
-        future.add_done_callback(self._fail_fast)
-        in_flight.append((future, near_done))
+    def computed(self, index: int) -> bool:
+        return self.kv.computed(index)
 
-    def _take_back(self, in_flight: _InFlight, pool: ThreadPoolExecutor) -> None:
-        """Re-plan the other way, once every shard above the prefix left to the phone is on its way:
-        fetch the top of that prefix after all, one block at a time, while the policy says it
-        arrives before the phone would have computed it and the compute stage has not reached it.
-        One pass of the reference tokens only (per-step models keep their split)."""
-        take_back = getattr(self.policy, "take_back", None)
-        if take_back is None or self.template is None or self.manifest.model.step_dependent:
-            return
-        while True:
-            self._make_room(in_flight)
-            left = self._left_to_phone()
-            if not left or self._stopped():
-                return
-            level = take_back(self.context(left[0]), left[-1])
-            if level is None or not self._claim(left[-1]):
-                return
-            self._request(left[-1], in_flight, pool, self._known(level, "took back"))
-
-    def _left_to_phone(self) -> list[int]:
-        """The shards left to the phone that the compute stage has not asked for yet."""
-        return [i for i, decided in enumerate(self._decided)
-                if decided == COMPUTE and self.timeline.shards[i].needed_at is None]
-
-    def _claim(self, index: int) -> bool:
-        """Fetch shard ``index`` after all, unless the compute stage has asked for it already (it
-        decides under the same lock whether to compute it)."""
-        timing = self.timeline.shards[index]
-        with self.kv.cond:
-            if timing.needed_at is not None or self.template is None or index < self.template.frontier:
-                return False
-            self._decided[index] = "fetch"
-            timing.taken_back = True
-            return True
-
-    def _leave_to_phone(self, index: int) -> bool:
-        """Whether the phone computes shard ``index`` (its whole prefix is computed or left to it)."""
-        if self.template is None or not (index == 0 or self._decided[index - 1] == COMPUTE):
-            return False
-        if index > 0:
-            self._await_template_cost()
-        if self.kv.computed(index) or self.policy.choose(self.context(index)) == COMPUTE:
-            self._decided[index] = COMPUTE
-            return True
-        return False
-
-    def _await_template_cost(self) -> None:
+    def await_template_cost(self) -> None:
         """Plan past the first computed block only once what a block costs this phone is known
         (a fresh phone computes the first to learn it)."""
         n = len(self.manifest.shards)
-        while not self.compute_model.template_s(self.model, n) and not self._stopped():
+        while not self.compute_model.template_s(self.model, n) and not self.stopped():
             self._stop.wait(POLL_S)
+
+    def choose(self, index: int, *, can_compute: bool) -> str:
+        choice = self.policy.choose(self.context(index, can_compute=can_compute))
+        return choice if can_compute else self._known(choice, "chose")
+
+    def take_back(self, first: int, top: int) -> str | None:
+        level = self.policy.take_back(self.context(first), top)  # type: ignore[attr-defined]
+        return None if level is None else self._known(level, "took back")
+
+    def leave_to_phone(self, index: int) -> None:
+        """The compute stage computes it when the model asks for it."""
+
+    def left_to_phone(self) -> list[int]:
+        """The shards left to the phone that the compute stage has not asked for yet."""
+        return [i for i, decided in enumerate(self._loop.decided)
+                if decided == COMPUTE and self.timeline.shards[i].needed_at is None]
+
+    def claim(self, index: int) -> bool:
+        """Fetch shard ``index`` after all, unless the compute stage has asked for it already (it
+        decides under the same lock whether to compute it)."""
+        with self.kv.cond:
+            if self.timeline.shards[index].needed_at is not None or self.template is None \
+                    or index < self.template.frontier:
+                return False
+            self._loop.decided[index] = FETCH
+            return True
+
+    def request(self, index: int, level: str, *, taken_back: bool) -> None:
+        self.timeline.shards[index].taken_back = taken_back
+        self._submit(index, level)
+
+    def _submit(self, index: int, level: str) -> None:
+        self.timeline.shards[index].chosen_at = self.clock()
+        near_done = threading.Event()
+        assert self._pool is not None, "requests leave from the fetch stage"
+        future = self._pool.submit(self._fetch_one, index, near_done, level)
+        future.add_done_callback(self._fail_fast)
+        self._downloads[index] = (future, near_done)
+
+    def wait_near_done(self, index: int) -> None:
+        future, near_done = self._downloads[index]
+        while not near_done.wait(POLL_S) and not future.done() and not self.stopped():
+            continue
+
+    def arrived(self, index: int) -> bool:
+        return self._downloads[index][0].done()
+
+    def hand_over(self, index: int) -> None:
+        future = self._downloads.pop(index)[0]
+        while not future.done() and not self.stopped():
+            futures_wait([future], timeout=POLL_S)
+        if not self.stopped():
+            self._put(self._encoded, future.result())
+
+    release = hand_over  # the decoder takes shards in order anyway: the fetch stage waits for it
+
+    def catch_up(self) -> None:
+        """The compute stage runs on its own."""
+
+    def finish_left(self) -> None:
+        """The compute stage computes them when the model asks."""
+
 
     def _fail_fast(self, future: Future) -> None:
         """A download failed: stop everything now, not when its turn to be handed over comes."""
@@ -259,22 +270,11 @@ class EditPipeline:
         if error is not None:
             self._fail(error)
 
-    def _hand_over(self, future: Future) -> None:
-        while not future.done() and not self._stopped():
-            futures_wait([future], timeout=POLL_S)
-        if not self._stopped():
-            self._put(self._encoded, future.result())
-
-    def _fetch_one(self, index: int, near_done: threading.Event, level: str | None = None) -> tuple[int, str, bytes]:
-        """``level``: already chosen (a shard taken back from the phone), else the policy chooses now."""
+    def _fetch_one(self, index: int, near_done: threading.Event, level: str) -> tuple[int, str, bytes]:
         try:
             timing = self.timeline.shards[index]
-            timing.chosen_at = self.clock()
             if index == 0 and self.fetcher.first_level is not None:  # asked for with the preamble: on its way
-                level = self.fetcher.first_level
                 near_done.set()
-            elif level is None:
-                level = self._known(self.policy.choose(self.context(index, can_compute=False)), "chose")
 
             def abandon(current: str, received: int, rate: float) -> str | None:
                 smaller = self.policy.abandon(self.context(index, can_compute=False), current, received, rate)
@@ -300,10 +300,6 @@ class EditPipeline:
                               f"the template has {list(self._levels)}")
         return level
 
-    def _wait(self, event: threading.Event, future: Future) -> None:
-        while not event.wait(POLL_S) and not future.done() and not self._stopped():
-            continue
-
     def context(self, index: int, *, can_compute: bool = True) -> PlanContext:
         """What the policy knows now about shard ``index`` and those after it."""
         gaps = self.compute_model.gaps(self.model, len(self._options))
@@ -315,7 +311,7 @@ class EditPipeline:
             startup=self.compute_model.startup(self.model),
             decode_s={lvl: self.compute_model.decode_s(lvl, self._mean_size[lvl]) for lvl in self._levels},
             compute_start=self.timeline.compute_start, last_consumed=self.kv.last_consumed,
-            template_compute=template_s, computed=[j for j, d in enumerate(self._decided) if d == COMPUTE],
+            template_compute=template_s, computed=[j for j, d in enumerate(self._loop.decided) if d == COMPUTE],
             can_compute=can_compute and self._may_compute(index), hashes_bytes=self.fetcher.hashes.pending_bytes,
             window=self.max_ahead,
         )
@@ -325,7 +321,7 @@ class EditPipeline:
         template pass up to it is computed or left to the phone already."""
         if self.template is None or index < self.template.frontier:
             return False
-        return all(decided == COMPUTE for decided in self._decided[self.template.frontier:index])
+        return all(decided == COMPUTE for decided in self._loop.decided[self.template.frontier:index])
 
     def fetch_due(self, index: int) -> float:
         """When shard ``index`` should be decoded if it is fetched (the compute stage's extend rule):
@@ -366,7 +362,7 @@ class EditPipeline:
 
     # -- bounded hand-offs ---------------------------------------------------------------
     def _put(self, q: queue.Queue, item: object) -> None:
-        while not self._stopped():
+        while not self.stopped():
             try:
                 q.put(item, timeout=POLL_S)
                 return
@@ -374,15 +370,12 @@ class EditPipeline:
                 continue
 
     def _get(self, q: queue.Queue):
-        while not self._stopped():
+        while not self.stopped():
             try:
                 return q.get(timeout=POLL_S)
             except queue.Empty:
                 continue
         return None
-
-
-_InFlight = collections.deque[tuple[Future, threading.Event]]
 
 
 class _Either:

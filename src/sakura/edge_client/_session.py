@@ -21,11 +21,12 @@ from sakura.edge_client._cache import ShardCache
 from sakura.edge_client._compute_model import PROMPT, SOURCE, ComputeModel
 from sakura.edge_client._fetcher import ShardFetcher
 from sakura.edge_client._first_shard import FirstShard
+from sakura.edge_client._http.transport import MIN_USEFUL_RATE, HttpTransport
+from sakura.edge_client._http.urls import UrlPolicy
+from sakura.edge_client._link_meter import LinkMeter
 from sakura.edge_client._pipeline import EditPipeline
 from sakura.edge_client._shard_hashes import ShardHashes
 from sakura.edge_client._template_kv import TemplateComputer
-from sakura.edge_client._transport import MIN_USEFUL_RATE, HttpTransport
-from sakura.edge_client._urls import UrlPolicy
 from sakura.edge_client._validation import MAX_EDIT_STEPS, accept_manifest, check_request
 from sakura.edge_client.device import Device
 from sakura.edge_client.errors import WrongModel, raises_edge_errors
@@ -107,6 +108,7 @@ class EdgeSession:
                                        urls=urls, min_rate_bytes_per_s=min_rate_bytes_per_s)
         self.cache = ShardCache(cache_dir, cache_budget_bytes) if cache_dir is not None else None
         self.estimator = BandwidthEstimator()
+        self.meter = LinkMeter(self.estimator)  # the one owner of link measurement (it feeds the estimator)
         self.compute_model = ComputeModel()
         self.device = device
         self.max_steps = max_steps
@@ -170,7 +172,7 @@ class EdgeSession:
                                       context=context, images=images, hashes=hashes)
         reply = self.transport.get(path, cancel=cancel, limit=MAX_MANIFEST_BYTES + http_api.MAX_BUNDLED_BYTES)
         if reply.first_byte_at is not None:  # the round trip the shard requests will lead by
-            self.estimator.observe_rtt(reply.first_byte_at - started)
+            self.meter.round_trip(reply.first_byte_at - started)
         head = _manifest_length(reply.headers.get(http_api.PREAMBLE_MANIFEST_LENGTH.lower()), len(reply.body))
         manifest = PhoneManifest.from_wire(reply.body[:head])
         check_request(manifest, template, number)
@@ -180,7 +182,8 @@ class EdgeSession:
             return manifest, {}
         objects = _split_objects(manifest, reply.body[head:], source, context, images)
         if objects:  # the same link as the shards (as when the objects came one by one)
-            self.estimator.observe(len(reply.body), max(time.monotonic() - started - self.estimator.rtt_s, 1e-6))
+            self.meter.response(len(reply.body), first_byte_at=reply.first_byte_at, arrived_at=time.monotonic(),
+                                requested_at=started, counted=False)
         return manifest, objects
 
     @raises_edge_errors
@@ -296,8 +299,8 @@ class EdgeSession:
                          cancel: threading.Event | None) -> bytes:
         got = self.transport.download(path, sha256=entry.sha256, length=entry.length, cancel=cancel)
         # the same link as the shards: a phone that computed everything last time still learns its rate
-        busy = max(got.arrived_at - got.first_byte_at, got.arrived_at - got.requested_at - self.estimator.rtt_s)
-        self.estimator.observe(len(got.data), max(busy, 1e-6))
+        self.meter.response(len(got.data), first_byte_at=got.first_byte_at, arrived_at=got.arrived_at,
+                            requested_at=got.requested_at, counted=False)
         return got.data
 
     @raises_edge_errors
@@ -328,7 +331,7 @@ class EdgeSession:
         origin = time.monotonic()
         clock = lambda: time.monotonic() - origin  # noqa: E731
         chosen = make_policy(policy) if isinstance(policy, str) else policy
-        first = self._first_shard(chosen, template, version, clock)
+        first = self._first_shard(chosen, template, version)
         try:
             computes = getattr(chosen, "computes", False)
             manifest, bundled = self.preamble(template, version, images=computes, context=not self.encode_prompts,
@@ -342,7 +345,7 @@ class EdgeSession:
             schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
             if self.cache is not None:
                 self.cache.touch(template)
-            fetcher = ShardFetcher(self.transport, manifest, self.estimator, self.cache, clock, first,
+            fetcher = ShardFetcher(self.transport, manifest, self.meter, self.cache, clock, first,
                                    self.shard_hashes(manifest, cancel))
             template_kv = self._template_computer(chosen, adapter, manifest, context, schedule, cancel, bundled)
             pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
@@ -365,8 +368,7 @@ class EdgeSession:
         return EditResult(result, timeline, timeline.levels, timeline.network_bytes, clock(), template,
                           manifest.version)
 
-    def _first_shard(self, policy: LevelPolicy, template: str, version: int | str,
-                     clock: Callable[[], float]) -> FirstShard | None:
+    def _first_shard(self, policy: LevelPolicy, template: str, version: int | str) -> FirstShard | None:
         """Shard 0 asked for with the preamble: by an adaptive fetching policy (it starts at the
         smallest level while no rate is known) in a session that knows no rate yet."""
         if not asks_first_shard(policy, self.estimator.estimate()):
@@ -374,7 +376,7 @@ class EdgeSession:
         if self._cached_version(template, version) is not None:
             return None  # no preamble to overlap
         number = layout.version_ref(version)
-        return FirstShard(self.transport, template, number if number is not None else version, clock)
+        return FirstShard(self.transport, template, number if number is not None else version)
 
     def _cached_version(self, template: str, version: int | str) -> int | None:
         """The version number when this phone has its manifest cached (only numeric versions are)."""

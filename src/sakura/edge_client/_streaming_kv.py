@@ -9,24 +9,55 @@ left to the phone or its download would end later than computing it (see
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
+from sakura.edge_client._compute_model import ComputeModel
+from sakura.edge_client._template_kv import TemplateComputer
+from sakura.edge_client.device import Device
 from sakura.edge_client.errors import EditCancelled
 from sakura.edge_client.planning import COMPUTE
-from sakura.edge_client.timeline import Stall
+from sakura.edge_client.timeline import Stall, Timeline
 from sakura.platform.kv import KVPair, KVShard, ShardKey
-
-if TYPE_CHECKING:
-    from sakura.edge_client._pipeline import EditPipeline
+from sakura.platform.manifest import PhoneManifest
 
 #: How often a blocked stage wakes to check for errors, cancels and stops.
 POLL_S = 0.05
 
 
+class Pipeline(Protocol):
+    """What the compute stage needs of the pipeline around it (:class:`~sakura.edge_client._pipeline.EditPipeline`)."""
+
+    manifest: PhoneManifest
+    clock: Callable[[], float]
+    timeline: Timeline
+    cancel: threading.Event
+    template: TemplateComputer | None
+    compute_model: ComputeModel
+    device: Device
+    model: str
+
+    @property
+    def error(self) -> BaseException | None:
+        """The first error of any stage (None while there is none)."""
+
+    def stopped(self) -> bool:
+        """The edit failed or was cancelled."""
+
+    def planned_compute(self, index: int) -> bool:
+        """The fetch stage left shard ``index`` to the phone."""
+
+    def fetch_due(self, index: int) -> float:
+        """When shard ``index`` would be decoded if it is fetched."""
+
+    def supersede(self, index: int) -> None:
+        """The phone computed shard ``index``: stop its download."""
+
+
 class StreamingKV:
     """Template KV that arrives while the model runs: ``kv[key]`` blocks until that shard is decoded."""
 
-    def __init__(self, pipeline: EditPipeline, max_ahead: int) -> None:
+    def __init__(self, pipeline: Pipeline, max_ahead: int) -> None:
         m = pipeline.manifest
         self.pipeline, self.max_ahead = pipeline, max_ahead
         self.model_fingerprint = m.model.fingerprint
@@ -54,7 +85,7 @@ class StreamingKV:
         """Decode stage: hand a shard over, waiting while the model is ``max_ahead`` shards behind."""
         p = self.pipeline
         with self.cond:
-            while len(self._ready) >= self.max_ahead and not p._stopped():
+            while len(self._ready) >= self.max_ahead and not p.stopped():
                 self.cond.wait(POLL_S)
             if index not in self._computed:
                 self._ready[index] = pair
@@ -75,8 +106,8 @@ class StreamingKV:
                 return self._compute(index)
             with self.cond:
                 if index not in self._ready:
-                    if p._error is not None:
-                        raise p._error
+                    if p.error is not None:
+                        raise p.error
                     if p.cancel.is_set():
                         raise EditCancelled("the edit was cancelled")
                     self.cond.wait(POLL_S)
@@ -99,7 +130,7 @@ class StreamingKV:
         with self.cond:
             if index in self._ready:
                 return False
-        if p._decided[index] == COMPUTE:
+        if p.planned_compute(index):
             return True
         known = p.compute_model.template_s(p.model, len(self._keys))
         if not known and not p.template.reaches(index):
@@ -113,7 +144,7 @@ class StreamingKV:
             self._computed.add(index)
             self._ready.pop(index, None)
             self.cond.notify_all()
-        p._superseded.setdefault(index, threading.Event()).set()
+        p.supersede(index)
         got = p.clock()
         timing = p.timeline.shards[index]
         timing.level, timing.source, timing.consumed_at, timing.decoded_at = COMPUTE, "computed", got, got

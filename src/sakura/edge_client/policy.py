@@ -223,6 +223,11 @@ def make_policy(name: str, **kwargs: object) -> LevelPolicy:
     return factory(**kwargs)
 
 
+def can_take_back(policy: object) -> bool:
+    """Whether ``policy`` re-plans a prefix left to the phone (it has a ``take_back``)."""
+    return getattr(policy, "take_back", None) is not None
+
+
 def asks_first_shard(policy: object, estimate: Estimate | None) -> bool:
     """Whether an edit asks for shard 0 with the preamble: an adaptive fetching policy (it starts
     at the smallest level while no rate is known, unless floored) in a session that knows no rate."""

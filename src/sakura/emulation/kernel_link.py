@@ -21,8 +21,8 @@ import threading
 import time
 from collections import deque
 
+from sakura.emulation.traces import BandwidthTrace
 from sakura.platform.errors import SakuraError
-from sakura.platform.traces import BandwidthTrace
 
 MIN_RATE_MBIT = 0.01  # tbf cannot be set to zero: an outage is a trickle
 _CLONE_NEWNET = 0x40000000

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from sakura.platform.traces import BandwidthTrace
+from sakura.emulation.traces import BandwidthTrace
 
 
 class TraceLink:

@@ -11,7 +11,7 @@ activations and memory traffic included, as they are in a published per-call tim
 peak. It is fitted on :data:`FIT_CASE` only (FLOPs of its blocks / their seconds) and then
 predicts every :data:`CHECK_CASES` block, none of which it saw.
 
-Each block is timed by :class:`~sakura.platform.models.pipelines.block_costs.BlockTimer` hooks,
+Each block is timed by :class:`~sakura.evaluation.block_costs.BlockTimer` hooks,
 the fastest of the repeats, the cases taking turns so that another process's burst does not hit
 every repeat of one case. Two settings: one thread on the process's CPU clock (the core-seconds
 the block took: what the test checks, since it does not move when other processes share the
@@ -223,7 +223,7 @@ def measure(cases: tuple[BlockCase, ...] | list[BlockCase], *, repeats: int = 5,
     """Every block of every case: counted FLOPs and the fastest of ``repeats`` timed forwards (after
     one warm-up), the cases taking turns. ``threads`` defaults to torch's current count; ``clock``
     is ``wall`` or ``cpu`` (the process's CPU seconds, all threads: core-seconds)."""
-    from sakura.platform.models.pipelines.block_costs import BlockTimer
+    from sakura.evaluation.block_costs import BlockTimer
 
     flops = [block_flops(case) for case in cases]
     built = [build(case) for case in cases]

@@ -17,7 +17,7 @@ from sakura.edge_client.planning import (
     start_state,
 )
 from sakura.edge_client.policy import HybridPolicy, LevelPolicy, register_policy
-from sakura.platform.traces import BandwidthTrace
+from sakura.emulation.traces import BandwidthTrace
 
 #: Plans whose fetch and compute clocks agree to this many seconds are merged (best score kept).
 _BUCKET_S = 1e-4

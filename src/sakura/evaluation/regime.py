@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.geometry import EditGeometry
-from sakura.evaluation.runs import RATIOS
+from sakura.evaluation.runs import GIVE_UP, RATIOS, hopeless
 from sakura.evaluation.simulator import FETCH_ONLY, EditSimulator
-from sakura.platform.traces import BandwidthTrace
 
-GIVE_UP = 20.0
 #: The paper's headline ratios (SAKURA over CacheGen adapted to DiT, over pure on-device).
 PAPER = {"cachegen_over_sakura": 1.82, "ondevice_uncached_over_sakura": 3.27}
 CURVES = ("cachegen_over_sakura", "ondevice_over_sakura", "ondevice_uncached_over_sakura",
           "ondevice_prepared_over_sakura")
+__all__ = ["CURVES", "GIVE_UP", "PAPER", "RegimeCurve", "crossovers", "hopeless", "link_rates", "regime_curve"]
 
 
 def link_rates(low: float = 0.5, high: float = 2000.0, points: int = 25) -> list[float]:
@@ -60,12 +60,6 @@ def regime_curve(geometries: Sequence[EditGeometry], rates_mbps: Sequence[float]
                              for a, b in zip(latency[system], latency["sakura"])]
         curve.crossovers_mbps[key] = crossovers(rates, curve.ratios[key])
     return curve
-
-
-def hopeless(sim: EditSimulator) -> bool:
-    """SAKURA's edit cannot take less than :data:`GIVE_UP` times the stock on-device edit (its lower
-    bound, fetching the smallest level of every shard, already does): not worth simulating."""
-    return sim.bound() > GIVE_UP * sim.run("on-device").latency_s
 
 
 def crossovers(rates: Sequence[float], ratios: Sequence[float | None], level: float = 1.0) -> list[float]:

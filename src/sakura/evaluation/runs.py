@@ -9,12 +9,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from sakura.edge_client.timeline import Timeline
+from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.geometry import EditGeometry
 from sakura.evaluation.simulator import FETCH_ONLY, SYSTEMS, EditSimulator
-from sakura.platform.traces import BandwidthTrace
 
 #: The cellular families of ``../shared/traces`` (pooled as ``cellular`` in the reports).
 CELLULAR = ("norway-hsdpa", "mahimahi-cellular", "lumos-4g", "lumos-5g")
+#: SAKURA's fetch-only variants are not simulated where even their lower bound takes this many
+#: times the stock on-device edit (:func:`hopeless`).
+GIVE_UP = 20.0
 
 
 @dataclass
@@ -35,9 +38,8 @@ def simulate_runs(geometries: Sequence[EditGeometry], families: dict[str, list[B
                   systems: Sequence[str] = SYSTEMS, skip_hopeless: bool = False,
                   cachegen_slo_s: float | None = None) -> list[Run]:
     """``starts`` evenly spaced start times per trace; the geometries take turns. ``skip_hopeless``:
-    SAKURA's fetch-only variants are not simulated where :func:`~sakura.evaluation.regime.hopeless`
+    SAKURA's fetch-only variants are not simulated where :func:`~sakura.evaluation.runs.hopeless`
     (absent from ``edits``; :func:`latencies` then counts their lower bound); the hybrid always is."""
-    from sakura.evaluation.regime import hopeless
 
     runs = []
     for family, traces in families.items():
@@ -115,3 +117,9 @@ def summarize(runs: Sequence[Run], systems: Sequence[str],
         out["ratios"][group] = ratio_table(medians) if "sakura" in medians else {}
         out["hopeless_runs"][group] = sum(1 for r in mine if "sakura" not in r.edits)
     return out
+
+
+def hopeless(sim: EditSimulator) -> bool:
+    """SAKURA's edit cannot take less than :data:`GIVE_UP` times the stock on-device edit (its lower
+    bound, fetching the smallest level of every shard, already does): not worth simulating."""
+    return sim.bound() > GIVE_UP * sim.run("on-device").latency_s

@@ -3,31 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from sakura.edge_client.planning import MAX_AHEAD
 from sakura.edge_client.timeline import ShardTiming, Timeline
-
-if TYPE_CHECKING:
-    from sakura.evaluation.simulator import EditSimulator
-
-
-def arrived(shard: ShardTiming) -> float:
-    """When the last byte of a fetched shard arrived (set once it is requested)."""
-    assert shard.arrived_at is not None, f"shard {shard.index} was not fetched"
-    return shard.arrived_at
-
-
-def first_byte(shard: ShardTiming) -> float:
-    """When the first byte of a fetched shard arrived (set once it is requested)."""
-    assert shard.first_byte_at is not None, f"shard {shard.index} was not fetched"
-    return shard.first_byte_at
-
-
-def consumed(shard: ShardTiming) -> float:
-    """When the model took ``shard`` (set once it is in the edit's shards)."""
-    assert shard.consumed_at is not None, f"shard {shard.index} was not consumed"
-    return shard.consumed_at
+from sakura.evaluation.sim_link import arrived
+from sakura.evaluation.sim_model import SimulatedModel, consumed
 
 
 class PipelineStages:
@@ -38,9 +18,9 @@ class PipelineStages:
     shards wait there (:meth:`StreamingKV.offer`); the model takes shards in index order, so one
     handed over before those below it (taken back from the phone) waits for them."""
 
-    def __init__(self, sim: EditSimulator, edit: Timeline,
+    def __init__(self, model: SimulatedModel, edit: Timeline,
                  extend: Callable[[Timeline, ShardTiming, float], bool] | None = None, window: int = MAX_AHEAD) -> None:
-        self.sim, self.edit, self.extend, self.window = sim, edit, extend, window
+        self.model, self.edit, self.extend, self.window = model, edit, extend, window
         self.offered: list[float] = []  # per shard handed over: when the decoder gave it to the model
         self._waiting: dict[int, tuple[ShardTiming, float]] = {}  # handed over, below them still to come
 
@@ -51,7 +31,7 @@ class PipelineStages:
     @property
     def next_needed(self) -> float:
         """When the model asks for the next shard it has not taken."""
-        return self.sim._needed(self.edit, len(self.edit.shards))
+        return self.model.needed(self.edit, len(self.edit.shards))
 
     def hand_over(self, shard: ShardTiming, t: float) -> float:
         """The fetch stage, free at ``t``, hands the download ``shard`` to the decoder; then the
@@ -66,7 +46,7 @@ class PipelineStages:
         if before is not None and before.decode_started_at is not None:  # None: computed
             put = max(put, before.decode_started_at)
         shard.decode_started_at = max(put, self.decode_free)
-        shard.decoded_at = shard.decode_started_at + self.sim.g.decode_s[shard.level][k]
+        shard.decoded_at = shard.decode_started_at + self.model.g.decode_s[shard.level][k]
         offered = shard.decoded_at if before is None else max(shard.decoded_at, consumed(before))
         self.offered.append(offered)
         self._take(shard, offered)
@@ -79,4 +59,4 @@ class PipelineStages:
             shard, available = self._waiting.pop(len(self.edit.shards))
             if not shard.computed and self.extend is not None and self.extend(self.edit, shard, self.next_needed):
                 shard.decode_started_at = shard.decoded_at = None
-            self.sim._consume(self.edit, shard, available)
+            self.model.consume(self.edit, shard, available)

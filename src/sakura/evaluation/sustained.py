@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from sakura.edge_client.timeline import Timeline
+from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.energy import EditEnergy, PhonePower, RadioModel, compute_s, decode_s, session_energy
 from sakura.evaluation.geometry import EditGeometry
 from sakura.evaluation.simulator import EditSimulator
 from sakura.evaluation.thermal import ThermalModel
-from sakura.platform.traces import BandwidthTrace
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The HTTP API's paths (DESIGN.md, API v1), spelled once: the server's routes are these
+"""The HTTP API's paths (docs/architecture.md, "The wire format"; API v1), spelled once: the server's routes are these
 templates, the edge client formats them."""
 
 from __future__ import annotations

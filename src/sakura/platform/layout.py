@@ -1,4 +1,4 @@
-"""Where things live in a store (DESIGN.md's layout), the same on local disk and on S3.
+"""Where things live in a store (docs/architecture.md, "The store layout"), the same on local disk and on S3.
 
 ```
 templates/<id>/versions/<version>/manifest.json

@@ -2,7 +2,7 @@
 
 ```yaml
 templates:
-  - id: face-astronaut          # DESIGN.md's template id format
+  - id: face-astronaut          # the template id grammar of docs/architecture.md
     task: face_swap             # face_swap | try_on | style_transfer | custom
     image: skimage:astronaut    # a path relative to this file, or a bundled sample image
     prompt: put this face on the person in the photo

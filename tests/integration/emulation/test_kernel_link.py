@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from sakura.emulation import KernelLink, kernel_link_support
-from sakura.platform.traces import BandwidthTrace
+from sakura.emulation.traces import BandwidthTrace
 from tests.integration.edge_client.test_edge_service import require
 
 BODY = b"\0" * (12 << 20)  # ~1.5 s at 67 Mbit/s, then ~3 s at 9 Mbit/s

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from sakura.edge_client import EdgeSession, EditResult, make_policy
 from sakura.emulation import KernelLink, PacedDevice, TraceLink
+from sakura.emulation.traces import BandwidthTrace, load_trace
 from sakura.examples import trace_path
 from sakura.platform.images import load_image
 from sakura.platform.models import ModelAdapter
-from sakura.platform.traces import BandwidthTrace, load_trace
 
 #: The bundled copy of a real 4G trace (sources in sakura/examples/traces/README.md).
 TRACE = trace_path("4g_trace_driving_50174_dr")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from sakura.edge_client._deadlines import STALLED, NetworkBudget, Operation
+from sakura.edge_client._http.deadlines import STALLED, NetworkBudget, Operation
 
 
 def operation(timeout_s: float, min_rate: float, budget: NetworkBudget | None = None, cancel=None) -> Operation:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from sakura.edge_client.estimator import BandwidthEstimator
-from sakura.platform.traces import load_trace
+from sakura.emulation.traces import load_trace
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from sakura.edge_client import EdgeSession, EditResult, RetryPolicy
-from sakura.edge_client._urls import UrlPolicy
+from sakura.edge_client._http.urls import UrlPolicy
 from sakura.edge_client.errors import ConfigError, EdgeError, RedirectError, ServerError, ShardCorrupt, TransportError
 from sakura.edge_client.policy import FixedPolicy
 from sakura.platform import http_api

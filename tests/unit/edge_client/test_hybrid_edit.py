@@ -7,9 +7,9 @@ import numpy as np
 
 from sakura.edge_client import COMPUTE, EdgeSession, EditResult
 from sakura.emulation import PacedDevice, TraceLink
+from sakura.emulation.traces import BandwidthTrace
 from sakura.platform.images import load_image
 from sakura.platform.models import ModelAdapter
-from sakura.platform.traces import BandwidthTrace
 
 PHOTO, TEMPLATE = "skimage:coffee", "portrait"
 RTT_S = 0.03

@@ -12,13 +12,13 @@ import psutil
 import pytest
 
 from sakura.edge_client import EdgeSession, RetryPolicy
-from sakura.edge_client._connections import ConnectionPool
-from sakura.edge_client._transport import HttpTransport
+from sakura.edge_client._http.connections import ConnectionPool
+from sakura.edge_client._http.transport import HttpTransport
 from sakura.edge_client.errors import EditCancelled, PolicyError, ServerError, TransportError
 from sakura.edge_client.policy import FixedPolicy
 from sakura.emulation import TraceLink
+from sakura.emulation.traces import BandwidthTrace
 from sakura.platform.images import load_image
-from sakura.platform.traces import BandwidthTrace
 from tests.edge_servers import ApiServer
 from tests.unit.edge_client.test_session import PHOTO
 

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from sakura.edge_client._transport import HttpTransport
+from sakura.edge_client._http.transport import HttpTransport
 from sakura.edge_client.errors import EditCancelled
 from sakura.emulation import TraceLink
-from sakura.platform.traces import BandwidthTrace
+from sakura.emulation.traces import BandwidthTrace
 from tests.unit.edge_client.test_transport import shard
 
 STREAM_S = 0.5  # how long the first shard streams: the second is asked for 0.15 s in, cancelled 0.1 s later

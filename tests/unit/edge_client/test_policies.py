@@ -13,8 +13,8 @@ from sakura.edge_client.errors import PolicyError
 from sakura.edge_client.estimator import Estimate
 from sakura.edge_client.planning import ShardOption, constant_rate, level_utility, simulate
 from sakura.edge_client.policy import FixedPolicy, RobustMPCPolicy, ThroughputPolicy
+from sakura.emulation.traces import BandwidthTrace, load_trace
 from sakura.evaluation.oracle import OraclePolicy, oracle_policy
-from sakura.platform.traces import BandwidthTrace, load_trace
 
 LEVELS = ("compact", "medium", "full")
 SIZES = {"compact": 20_000, "medium": 40_000, "full": 240_000}

@@ -14,11 +14,11 @@ from sakura.edge_client import EdgeSession
 from sakura.edge_client._session import MADE_SOURCE
 from sakura.edge_client.errors import EdgeError, EditCancelled, ServerError
 from sakura.emulation import TraceLink
+from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation import psnr_db
 from sakura.platform.errors import ModelError
 from sakura.platform.images import load_image
 from sakura.platform.layout import InvalidName
-from sakura.platform.traces import BandwidthTrace
 from tests.helpers import exact_edit
 from tests.unit.conftest import TEMPLATES
 

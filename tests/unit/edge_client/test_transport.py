@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from sakura.edge_client import RetryPolicy
-from sakura.edge_client._transport import HttpTransport
+from sakura.edge_client._http.transport import HttpTransport
 from sakura.edge_client.errors import ServerError, ShardCorrupt
 from sakura.emulation import TraceLink
+from sakura.emulation.traces import BandwidthTrace
 from sakura.platform.manifest import PhoneManifest
-from sakura.platform.traces import BandwidthTrace
 
 
 def shard(transport: HttpTransport, index: int, level: str = "medium"):

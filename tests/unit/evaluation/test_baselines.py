@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from sakura.edge_client.policy import HybridPolicy
+from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.geometry import ManifestWire
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.regime import crossovers, hopeless, link_rates, regime_curve
 from sakura.evaluation.simulator import EditSimulator
 from sakura.evaluation.workloads import WORKLOADS, CodecRates, analytic_geometry
-from sakura.platform.traces import BandwidthTrace
 
 LEVELS, CACHEGEN = ["compact", "medium", "full"], ["cachegen-low", "cachegen-coarse", "cachegen-fine"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.geometry import ManifestWire
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.simulator import EditSimulator
 from sakura.evaluation.workloads import CodecRates, analytic_geometry, workload_spec
-from sakura.platform.traces import BandwidthTrace
 
 LEVELS, CACHEGEN = ["compact", "medium", "full"], ["cachegen-low", "cachegen-coarse", "cachegen-fine"]
 #: Bytes per level over fp16: about codec v2's on a model that compresses poorly (an estimate).

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sakura.emulation.traces import BandwidthTrace, load_traces
 from sakura.evaluation import SYSTEMS, EditSimulator
-from sakura.platform.traces import BandwidthTrace, load_traces
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
 ORACLE_GOAL = 1.10  # sakura / oracle, the README's target ("Against the goals")

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
+from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.energy import PHONES, RADIOS
 from sakura.evaluation.sustained import session_summary, sustained_session
 from sakura.evaluation.thermal import NEVER_THROTTLES, ThermalModel
-from sakura.platform.traces import BandwidthTrace
 
 
 def test_the_thermal_model_holds_peak_speed_until_its_onset_then_settles_at_the_sustained_fraction():

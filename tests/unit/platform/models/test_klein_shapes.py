@@ -10,9 +10,9 @@ import importlib.util
 import pytest
 import torch
 
+from sakura.evaluation.block_costs import Measurement, bench_edit, extrapolate, measure, per_block
 from sakura.platform.errors import ModelError
 from sakura.platform.models import Schedule, load_model, named_models, registry
-from sakura.platform.models.pipelines.block_costs import Measurement, bench_edit, extrapolate, measure, per_block
 from sakura.platform.models.pipelines.klein import KleinAdapter
 from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, KLEIN_9B, KleinShape, build_adapter, named_builder
 from sakura.platform.verify import verify_adapter

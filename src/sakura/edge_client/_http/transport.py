@@ -10,13 +10,12 @@ Nothing the server says sizes a read: a document is capped by the caller's limit
 length the session checked against the model. Time is bounded too (:mod:`.deadlines`): every
 operation must keep up a minimum useful rate, and a watchdog (:mod:`.connections`) unblocks a
 request that falls behind, is cancelled or outlives the transport. Redirects follow
-:class:`~sakura.edge_client._urls.UrlPolicy` and never carry the API key.
+:class:`~sakura.edge_client._http.urls.UrlPolicy` and never carry the API key.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import http.client
 import json
 import logging
@@ -24,9 +23,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from sakura.edge_client._connections import ConnectionPool
-from sakura.edge_client._deadlines import MIN_USEFUL_RATE, STALLED, CancelFlag, NetworkBudget, Operation, Retryable
-from sakura.edge_client._responses import (
+from sakura.edge_client._http.connections import ConnectionPool
+from sakura.edge_client._http.deadlines import MIN_USEFUL_RATE, STALLED, CancelFlag, NetworkBudget, Operation, Retryable
+from sakura.edge_client._http.responses import (
     RETRYABLE_STATUS,
     Progress,
     Response,
@@ -38,9 +37,10 @@ from sakura.edge_client._responses import (
     server_error,
     span_headers,
 )
-from sakura.edge_client._urls import Origin, UrlPolicy, origin, request_target
+from sakura.edge_client._http.urls import Origin, UrlPolicy, origin, request_target
 from sakura.edge_client.errors import EdgeError, EditCancelled, ServerError, ShardCorrupt, TransportError
 from sakura.edge_client.link import DirectLink, Link
+from sakura.platform.integrity import matches
 from sakura.platform.retry import RetryPolicy
 
 log = logging.getLogger("sakura.edge_client")
@@ -158,7 +158,7 @@ class HttpTransport:
                     got = self._stream_into(self.base_url + path, received, sha256, length, progress, op, ride) \
                         if len(received) < length else None
                     first_byte_at = first_byte_at or got
-                    if len(received) == length and hashlib.sha256(received).hexdigest() == sha256:
+                    if matches(received, sha256, length):
                         return Download(bytes(received), op.start, first_byte_at or op.start, time.monotonic(),
                                         attempt, resumed)
                     corrupt += 1
@@ -224,7 +224,7 @@ class HttpTransport:
     @contextlib.contextmanager
     def _exchange(self, url: str, headers: dict[str, str], op: Operation, *, ride: bool = False) -> Iterator[Response]:
         """Send one request under the watchdog. ``ride`` (shard requests): sent at once behind the
-        response streaming on a :class:`~sakura.edge_client._connections.Lane` to the same origin when
+        response streaming on a :class:`~sakura.edge_client._http.connections.Lane` to the same origin when
         one takes it, so its bytes follow that response's on one connection; its own response opens
         a lane in turn. A reused connection that fails before any response byte (the server closed
         it while idle, or the response ahead failed) is retried on a fresh one, without counting as

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from sakura.edge_client._connections import CLOSED
+from sakura.edge_client._http.connections import CLOSED
 from sakura.edge_client.errors import EdgeError, EditCancelled, TransportError
 
 #: Below 64 kbit/s (GPRS-class 2G) no edit completes in useful time: an estimate, the floor

@@ -7,15 +7,13 @@ from __future__ import annotations
 import http.client
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from sakura.edge_client._connections import CLOSE, POOL, Lane, Watch
-from sakura.edge_client._deadlines import Operation, Retryable
-from sakura.edge_client._urls import Origin
+from sakura.edge_client._http.connections import CLOSE, POOL, ConnectionPool, Lane, Watch
+from sakura.edge_client._http.deadlines import Operation, Retryable
+from sakura.edge_client._http.urls import Origin
 from sakura.edge_client.errors import RedirectError, ServerError
-
-if TYPE_CHECKING:
-    from sakura.edge_client._transport import HttpTransport
+from sakura.edge_client.link import Link
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_ERROR_BODY = 64 << 10
@@ -24,11 +22,20 @@ MAX_ERROR_BODY = 64 << 10
 Progress = Callable[[int, int], None]
 
 
+class Carrier(Protocol):
+    """What a response needs of the transport that read it: where its connection goes back, the
+    link that paces its body, and the size of a read."""
+
+    pool: ConnectionPool
+    link: Link
+    chunk_bytes: int
+
+
 class Response:
     """Reads one response; the connection goes back to the pool only if the body was read whole
     and the watchdog never touched it."""
 
-    def __init__(self, transport: HttpTransport, where: Origin, conn: http.client.HTTPConnection,
+    def __init__(self, transport: Carrier, where: Origin, conn: http.client.HTTPConnection,
                  resp: http.client.HTTPResponse, watch: Watch, op: Operation, began: float,
                  lane: Lane | None = None) -> None:
         self.transport, self.where, self.conn, self.resp, self.watch, self.op = transport, where, conn, resp, watch, op

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from sakura.edge_client._urls import Origin
+from sakura.edge_client._http.urls import Origin
 from sakura.edge_client.errors import TransportError
 
 #: Returns why a request must stop ("cancelled", "deadline", ...), or None to let it run.

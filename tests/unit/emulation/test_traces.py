@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sakura.platform.traces import BandwidthTrace, TraceError, load_trace, load_traces
+from sakura.emulation.traces import BandwidthTrace, TraceError, load_trace, load_traces
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
 needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/traces is not beside this checkout")

@@ -1,0 +1,174 @@
+"""The fetch stage's loop: which shard to request next, when, and which to leave to the phone.
+
+One implementation, two drivers. :class:`FetchLoop` holds the decisions (what each shard became,
+what is in flight) and no clock, thread or link: it asks a :class:`FetchDriver` for what it needs
+to know (the policy's choice, whether a download is complete) and tells it what to do (request,
+wait, hand over). The live pipeline (:mod:`sakura.edge_client._pipeline`) drives it with threads
+over a real link; the simulator (:mod:`sakura.evaluation.simulator`) drives it with events over a
+bandwidth trace. So every change to the loop is a change to both.
+
+The loop (``docs/architecture.md``, "The fetch stage"):
+
+1. For each shard in order: if the phone may compute it (it starts a pass, or the shard before it
+   is computed or left to the phone and nothing is in flight), the policy may leave it to the
+   phone. Past the first block, a fresh phone first waits until a block was timed.
+2. Otherwise make room (at most ``max_in_flight`` out, the last request near done, every complete
+   download handed over to the decoder) and request it at the level the policy chooses then.
+3. In one pass of the reference tokens, once every shard above the prefix left to the phone is on
+   its way, take back the top of that prefix one block at a time while the policy says its
+   download ends before the phone would have computed it and the model has not reached it.
+4. Hand over what is still in flight, in order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Protocol
+
+from sakura.edge_client.planning import COMPUTE
+
+__all__ = ["FETCH", "FetchDriver", "FetchLoop"]
+
+#: What the loop decided for a shard it requested (the other decision is :data:`COMPUTE`).
+FETCH = "fetch"
+
+
+class FetchDriver(Protocol):
+    """The mechanics under the loop: a clock, a link, a decoder and a model, real or simulated."""
+
+    def stopped(self) -> bool:
+        """The edit failed or was cancelled: stop requesting."""
+
+    def computed(self, index: int) -> bool:
+        """The model computed shard ``index`` already (it extended the prefix past a download)."""
+
+    def await_template_cost(self) -> None:
+        """Return once the phone knows what computing a block costs (a fresh phone times one first)."""
+
+    def choose(self, index: int, *, can_compute: bool) -> str:
+        """The policy's choice for shard ``index`` now: a level, or ``COMPUTE`` when ``can_compute``."""
+
+    def take_back(self, first: int, top: int) -> str | None:
+        """The level to fetch shard ``top`` (the top of the prefix left to the phone, which starts
+        at ``first``) at after all, or None to leave it to the phone."""
+
+    def leave_to_phone(self, index: int) -> None:
+        """Shard ``index`` is the phone's to compute when the model reaches it."""
+
+    def left_to_phone(self) -> list[int]:
+        """The shards left to the phone that the model has not asked for yet, in order."""
+
+    def claim(self, index: int) -> bool:
+        """Fetch shard ``index`` after all, unless the model asked for it meanwhile."""
+
+    def request(self, index: int, level: str, *, taken_back: bool) -> None:
+        """Send shard ``index``'s request for ``level``."""
+
+    def wait_near_done(self, index: int) -> None:
+        """Wait until the download of shard ``index`` is within a round trip of done."""
+
+    def arrived(self, index: int) -> bool:
+        """The download of shard ``index`` is complete."""
+
+    def hand_over(self, index: int) -> None:
+        """Wait for the download of shard ``index`` and give it to the decoder."""
+
+    def release(self, index: int) -> None:
+        """Give shard ``index`` (in flight) to the model's queue now, because a per-step shard left
+        to the phone must queue behind it (a simulator does not hold the fetch stage for it)."""
+
+    def catch_up(self) -> None:
+        """Let the model take the shards left to the phone that it has reached (a simulator's
+        events; live, the compute stage does so on its own)."""
+
+    def finish_left(self) -> None:
+        """The model computes every shard still left to the phone (a simulator waits for it)."""
+
+
+class FetchLoop:
+    """One edit's fetch decisions. ``pass_shards``: shards per pass of the model (all of them for
+    a model that keeps the template's KV, one step's for a per-step model); ``one_pass``: the
+    model runs the reference tokens once (it keeps their KV); ``computes``: the phone
+    may compute template blocks (a hybrid policy with a template computer); ``takes_back``: the
+    policy re-plans a prefix left to the phone; ``asked``: shards already requested (shard 0 asked
+    for with the preamble)."""
+
+    def __init__(self, shards: int, *, pass_shards: int, one_pass: bool, max_in_flight: int, computes: bool,
+                 takes_back: bool, asked: Iterable[int] = ()) -> None:
+        if pass_shards < 1 or max_in_flight < 1:
+            raise ValueError("a pass and the requests in flight hold at least one shard")
+        self.shards, self.pass_shards, self.one_pass, self.max_in_flight = shards, pass_shards, one_pass, max_in_flight
+        self.computes, self.takes_back = computes, takes_back and computes and one_pass
+        #: Per shard: ``COMPUTE`` once left to the phone, ``FETCH`` once requested, else None.
+        self.decided: list[str | None] = [None] * shards
+        self.in_flight: deque[int] = deque()  # requested, not yet handed to the decoder
+        for index in asked:
+            self.decided[index] = FETCH
+            self.in_flight.append(index)
+
+    def run(self, d: FetchDriver) -> None:
+        for index in range(len(self.in_flight), self.shards):
+            if self.may_compute(index, d):
+                if index > 0:
+                    d.await_template_cost()
+                if d.computed(index) or d.choose(index, can_compute=True) == COMPUTE:
+                    self._leave_to_phone(index, d)
+                    continue
+            self.make_room(d)
+            if d.stopped():
+                break
+            if d.computed(index):  # the phone got there first
+                continue
+            self._request(index, d.choose(index, can_compute=False), d)
+        if self.takes_back:
+            self._take_back(d)
+        d.finish_left()
+        while self.in_flight and not d.stopped():
+            d.hand_over(self.in_flight.popleft())
+
+    def may_compute(self, index: int, d: FetchDriver) -> bool:
+        """The phone may compute shard ``index``: it starts a pass, or the shard before it is
+        computed or left to the phone and no download is in flight (computing is a prefix)."""
+        if not self.computes:
+            return False
+        if index % self.pass_shards == 0:
+            return True
+        return not self.in_flight and (self.decided[index - 1] == COMPUTE or d.computed(index - 1))
+
+    def make_room(self, d: FetchDriver) -> None:
+        """Wait until the next request may leave: fewer than ``max_in_flight`` out and the last one
+        near done; hand the complete downloads over meanwhile."""
+        if len(self.in_flight) >= self.max_in_flight:
+            d.hand_over(self.in_flight.popleft())
+        if self.in_flight:
+            d.wait_near_done(self.in_flight[-1])
+        while self.in_flight and d.arrived(self.in_flight[0]):
+            d.hand_over(self.in_flight.popleft())
+        d.catch_up()
+
+    def _request(self, index: int, level: str, d: FetchDriver, *, taken_back: bool = False) -> None:
+        self.decided[index] = FETCH
+        d.request(index, level, taken_back=taken_back)
+        self.in_flight.append(index)
+
+    def _leave_to_phone(self, index: int, d: FetchDriver) -> None:
+        """In one pass the shard waits for the model to reach it (it may be taken back meanwhile);
+        a per-step model's goes to the model's queue now, behind the downloads before it."""
+        self.decided[index] = COMPUTE
+        if not self.one_pass:
+            while self.in_flight:
+                d.release(self.in_flight.popleft())
+        d.leave_to_phone(index)
+
+    def _take_back(self, d: FetchDriver) -> None:
+        """Re-plan the other way, once every shard above the prefix left to the phone is on its way."""
+        while True:
+            self.make_room(d)
+            left = d.left_to_phone()
+            if not left or d.stopped():
+                return
+            level = d.take_back(left[0], left[-1])
+            if level is None or not d.claim(left[-1]):
+                return
+            self._request(left[-1], level, d, taken_back=True)

@@ -1,0 +1,184 @@
+"""The link of a simulated edit: a real bandwidth trace, one round trip a request, and the live
+fetcher's mechanics on it (its near-done timer, mid-download abandonment), with the
+:class:`~sakura.edge_client.planning.PlanContext` the live pipeline's policy would see
+(:class:`~sakura.evaluation.simulator.EditSimulator`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sakura.edge_client import LevelPolicy, PlanContext
+from sakura.edge_client.estimator import BandwidthEstimator
+from sakura.edge_client.planning import (
+    ABANDON_CHECK_S,
+    ABANDON_MIN_S,
+    ShardOption,
+    level_utility,
+    normalised_weights,
+    plan_context,
+    stage_window,
+)
+from sakura.edge_client.timeline import ShardTiming
+from sakura.emulation.traces import BandwidthTrace
+from sakura.evaluation.geometry import EditGeometry
+from sakura.evaluation.sim_model import consumed
+
+__all__ = ["SimulatedLink", "arrived", "first_byte"]
+
+
+def arrived(shard: ShardTiming) -> float:
+    """When the last byte of a fetched shard arrived (set once it is requested)."""
+    assert shard.arrived_at is not None, f"shard {shard.index} was not fetched"
+    return shard.arrived_at
+
+
+def first_byte(shard: ShardTiming) -> float:
+    """When the first byte of a fetched shard arrived (set once it is requested)."""
+    assert shard.first_byte_at is not None, f"shard {shard.index} was not fetched"
+    return shard.first_byte_at
+
+
+class SimulatedLink:
+    """Edits of ``geometry`` over ``trace`` from ``start`` seconds into it; ``cold``: a fresh
+    session (no bandwidth samples, no compute calibration); ``warm_template``: the template's
+    manifest and context objects are on the phone."""
+
+    def __init__(self, geometry: EditGeometry, trace: BandwidthTrace, start: float, *, rtt_s: float,
+                 cold: bool, warm_template: bool) -> None:
+        self.g, self.trace, self.start, self.rtt, self.cold = geometry, trace, start, rtt_s, cold
+        self.warm_template = warm_template
+        n = geometry.shards
+        self.window = stage_window(n, one_pass=geometry.kv_cached)  # the live pipeline's queue depth
+        self._utility = level_utility({lv: sum(geometry.sizes[lv]) for lv in geometry.levels})
+        weights = normalised_weights(geometry.weights)
+        self.mean_decode = {lv: sum(geometry.decode_s[lv]) / n for lv in geometry.levels}
+        self._options = tuple(ShardOption({lv: geometry.sizes[lv][j] for lv in geometry.levels}, weights[j])
+                              for j in range(n))
+        #: Per shard of the edit being simulated: when the live fetcher's near-done timer fires
+        #: (its request plus its bytes at the rate expected then; None without an estimate).
+        self._timers: dict[int, float | None] = {}
+        self.rates: dict[int, float | None] = {}  # the rate each request expected
+
+    def reset(self) -> None:
+        """A new edit starts."""
+        self._timers.clear()
+        self.rates.clear()
+
+    def transfer(self, at: float, nbytes: int) -> float:
+        return self.trace.transfer_time(self.start + at, nbytes)
+
+    def delivered(self, t0: float, t1: float) -> float:
+        return self.trace.bytes_between(self.start + t0, self.start + t1)
+
+    def fetched(self, at: float, nbytes: int) -> float:
+        """When one request sent at ``at`` for ``nbytes`` is complete (nothing else on the link)."""
+        return at + self.rtt + self.transfer(at + self.rtt, nbytes) if nbytes else at
+
+    def preamble_done(self, context_bytes: int | None = None, *, hashed: bool = True) -> float:
+        """When the KV can be requested: cold, once one response brought the manifest and the
+        objects bundled with it (the live client's preamble request); warm, at once."""
+        return self.fetched(0.0, self.preamble_bytes(context_bytes, hashed=hashed))
+
+    def preamble_bytes(self, context_bytes: int | None = None, *, hashed: bool = True) -> int:
+        """The preamble response's bytes: the manifest (without its shards' sha256s unless
+        ``hashed``) and the objects bundled with it (0 warm)."""
+        if self.warm_template:
+            return 0
+        manifest = self.g.manifest_bytes if hashed else self.g.unhashed_manifest_bytes
+        return manifest + (self.g.context_bytes if context_bytes is None else context_bytes)
+
+    def primed_estimator(self) -> BandwidthEstimator:
+        """What a phone that used the link for the last three seconds would know (nothing if cold)."""
+        est = BandwidthEstimator()
+        if self.cold:
+            return est
+        for k in (3, 2, 1):
+            est.observe(max(1, int(self.delivered(-k, -k + 1))), 1.0)
+        est.observe_rtt(self.rtt)
+        return est
+
+    def near_done(self, shard: ShardTiming) -> float:
+        """When the live fetcher deems ``shard``'s response near done: a round trip before it ends,
+        as predicted at request time from the bandwidth estimate (its timer) or measured from its own
+        progress, whichever comes first; requested without an estimate, at its first byte."""
+        timer = self._timers.get(shard.index)
+        if timer is None:
+            return first_byte(shard)
+        return min(arrived(shard), timer, max(first_byte(shard), arrived(shard) - self.rtt))
+
+    def fetch(self, i: int, level: str, t: float, link_free: float, est: BandwidthEstimator | None,
+               policy: LevelPolicy | None, consumed: list[ShardTiming], compute_start: float,
+               rate: float | None = None) -> ShardTiming:
+        """Request shard ``i`` at ``t``; its bytes flow once the link is free and a round trip passed.
+        ``rate``: the throughput the request expects when there is no estimator."""
+        shard = ShardTiming(i, level=level, chosen_at=t, requested_at=t)
+        estimate = est.estimate() if est is not None else None
+        timer_rate = rate
+        if estimate is not None:
+            rate, timer_rate = estimate.bytes_per_s, estimate.point_bytes_per_s
+        while True:
+            begin = max(t + self.rtt, link_free)
+            size = self.g.sizes[level][i]
+            arrival = begin + self.transfer(begin, size)
+            switch = self._abandon_point(i, level, begin, arrival, est, policy, consumed, compute_start)
+            if switch is None:
+                break
+            at, received, smaller = switch
+            shard.abandoned.append(level)
+            shard.bytes += received
+            est.observe(received, at - begin)  # type: ignore[union-attr]
+            t, link_free, level = at, at, smaller
+        shard.level, shard.arrived_at, shard.first_byte_at = level, arrival, begin
+        shard.bytes += size
+        shard.attempts = 1
+        if timer_rate is not None:  # the live fetcher's timer: behind what is still to come of those in flight
+            ahead = self.delivered(t, link_free) if link_free > t else 0.0
+            self._timers[i] = t + max(self.rtt, ahead / timer_rate) + size / timer_rate - self.rtt
+        else:
+            self._timers[i] = None
+        self.rates[i] = rate
+        if est is not None:
+            est.observe_rtt(begin - t)
+            est.observe(size, max(arrival - begin, 1e-6))
+        return shard
+
+    def _abandon_point(self, i: int, level: str, begin: float, arrival: float, est: BandwidthEstimator | None,
+                       policy: LevelPolicy | None, consumed: list[ShardTiming],
+                       compute_start: float) -> tuple[float, int, str] | None:
+        if policy is None or est is None or arrival - begin <= ABANDON_MIN_S:
+            return None
+        size, at = self.g.sizes[level][i], begin + ABANDON_MIN_S
+        while at < arrival:
+            received = int(min(size, self.delivered(begin, at)))
+            done = [s for s in consumed if s.consumed_at is not None and s.consumed_at <= at]
+            ctx = self.context(i, at, est, done, compute_start, at, arrival)
+            smaller = policy.abandon(ctx, level, received, received / (at - begin))
+            if smaller is not None and smaller != level:
+                return at, received, smaller
+            at += ABANDON_CHECK_S
+        return None
+
+    def context(self, i: int, now: float, est: BandwidthEstimator, done: list[ShardTiming], compute_start: float,
+                 decode_free: float, link_free: float, can_compute: bool = False,
+                left: Sequence[ShardTiming] = (), hashes_bytes: int = 0,
+                template_compute: tuple[float, ...] = ()) -> PlanContext:
+        """What the live pipeline's policy would know at ``now`` (``done``: the shards consumed so
+        far; ``left``: those left to the phone it has not reached yet; ``hashes_bytes``: the shard
+        hashes object, while the first fetched shard still waits for it; ``template_compute``:
+        what the phone knows its template blocks cost, when it may compute)."""
+        g = self.g
+        startup, gaps = g.startup_s, list(g.gaps_s)
+        if self.cold:  # a fresh session learns compute times as the model asks for shards
+            asked = {s.index for s in done if s.needed_at is not None and s.needed_at <= now}
+            startup = startup if 0 in asked else 0.0
+            gaps = [gap if j + 1 in asked else 0.0 for j, gap in enumerate(gaps)]
+        known = [s for s in done if s.consumed_at is not None and s.consumed_at <= now]
+        last = (known[-1].index, consumed(known[-1])) if known else None
+        return plan_context(now, i, levels=g.levels, shards=self._options, utility=self._utility,
+                            estimate=est.estimate(), rtt_s=est.rtt_s, compute=gaps, startup=startup,
+                            decode_s=self.mean_decode, compute_start=compute_start, last_consumed=last,
+                            decode_free_at=decode_free, link_free_at=link_free,
+                            template_compute=template_compute,
+                            computed=[s.index for s in (*done, *left) if s.computed],
+                            pass_shards=self.g.shards_per_step, can_compute=can_compute, hashes_bytes=hashes_bytes,
+                            window=self.window)

@@ -1,0 +1,186 @@
+"""The fetch stage's decisions (:class:`~sakura.edge_client.fetch_loop.FetchLoop`) on a scripted
+driver: no clock, no thread, no link; each test scripts what the policy says and when downloads
+finish, and checks what the loop asked for and in which order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from sakura.edge_client.fetch_loop import FETCH, FetchLoop
+from sakura.edge_client.planning import COMPUTE
+
+
+@dataclass
+class Script:
+    """A driver that records every action; ``computes``: shards the policy leaves to the phone;
+    ``take_back``: levels the policy takes back, top first; ``reached``: shards the model asked for."""
+
+    computes: set[int] = field(default_factory=set)
+    take_backs: list[str | None] = field(default_factory=list)
+    reached: set[int] = field(default_factory=set)
+    phone_computed: set[int] = field(default_factory=set)
+    log: list[tuple] = field(default_factory=list)
+    left: list[int] = field(default_factory=list)
+    done: set[int] = field(default_factory=set)  # downloads complete
+
+    def stopped(self) -> bool:
+        return False
+
+    def computed(self, index: int) -> bool:
+        return index in self.phone_computed
+
+    def await_template_cost(self) -> None:
+        self.log.append(("await",))
+
+    def choose(self, index: int, *, can_compute: bool) -> str:
+        self.log.append(("choose", index, can_compute))
+        return COMPUTE if can_compute and index in self.computes else "medium"
+
+    def take_back(self, first: int, top: int) -> str | None:
+        self.log.append(("take_back?", first, top))
+        return self.take_backs.pop(0) if self.take_backs else None
+
+    def leave_to_phone(self, index: int) -> None:
+        self.log.append(("leave", index))
+        self.left.append(index)
+
+    def left_to_phone(self) -> list[int]:
+        return [i for i in self.left if i not in self.reached]
+
+    def claim(self, index: int) -> bool:
+        self.left.remove(index)
+        return True
+
+    def request(self, index: int, level: str, *, taken_back: bool) -> None:
+        self.log.append(("request", index, level, taken_back))
+
+    def wait_near_done(self, index: int) -> None:
+        self.log.append(("near", index))
+
+    def arrived(self, index: int) -> bool:
+        return index in self.done
+
+    def hand_over(self, index: int) -> None:
+        self.log.append(("hand", index))
+
+    def release(self, index: int) -> None:
+        self.log.append(("release", index))
+
+    def catch_up(self) -> None:
+        pass
+
+    def finish_left(self) -> None:
+        self.log.append(("finish_left",))
+
+    def of(self, kind: str) -> list[tuple]:
+        return [entry for entry in self.log if entry[0] == kind]
+
+
+def loop(shards: int, *, computes: bool = True, one_pass: bool = True, pass_shards: int | None = None,
+         max_in_flight: int = 2, asked: tuple[int, ...] = ()) -> FetchLoop:
+    return FetchLoop(shards, pass_shards=pass_shards or shards, one_pass=one_pass, max_in_flight=max_in_flight,
+                     computes=computes, takes_back=True, asked=asked)
+
+
+def test_fetch_only_requests_every_shard_in_order_and_hands_each_over_once():
+    d = Script()
+    fl = loop(5, computes=False)
+    fl.run(d)
+    assert [e[1] for e in d.of("request")] == [0, 1, 2, 3, 4]
+    assert sorted(e[1] for e in d.of("hand")) == [0, 1, 2, 3, 4]
+    assert fl.decided == [FETCH] * 5 and not fl.in_flight
+    assert all(not e[2] for e in d.of("choose"))  # never asked whether to compute
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 2, 4])
+def test_never_more_than_max_in_flight_requests_outstanding(max_in_flight):
+    d = Script()
+    loop(9, computes=False, max_in_flight=max_in_flight).run(d)
+    out = 0
+    for entry in d.log:
+        out += {"request": 1, "hand": -1}.get(entry[0], 0)
+        assert out <= max_in_flight
+    # each request after the first waits for the one before it: near done, or handed over when
+    # it was the only one allowed out
+    requests = [i for i, e in enumerate(d.log) if e[0] == "request"]
+    waited = "hand" if max_in_flight == 1 else "near"
+    for before, after in zip(requests, requests[1:]):
+        assert (waited, d.log[before][1]) in d.log[before:after]
+
+
+def test_complete_downloads_are_handed_over_before_the_next_request():
+    d = Script(done={0})
+    loop(3, computes=False, max_in_flight=4).run(d)
+    assert d.log.index(("hand", 0)) < d.log.index(("request", 2, "medium", False))
+
+
+def test_the_phone_computes_a_prefix_only():
+    """Shard 2 would be computed, but shard 1 was fetched: it is never even asked."""
+    d = Script(computes={0, 2})
+    fl = loop(4)
+    fl.run(d)
+    assert fl.decided == [COMPUTE, FETCH, FETCH, FETCH]
+    assert ("choose", 2, True) not in d.log and ("leave", 2) not in d.log
+
+
+def test_a_shard_the_phone_computed_before_its_turn_is_neither_requested_nor_asked_about():
+    """The model extended the prefix past a download (shard 1), and got to shard 2 first as well."""
+    d = Script(computes={0}, phone_computed={1, 2})
+    fl = loop(4)
+    fl.run(d)
+    assert [e[1] for e in d.of("request")] == [3]
+    assert fl.decided == [COMPUTE, COMPUTE, COMPUTE, FETCH]
+    assert ("choose", 1, True) not in d.log and ("choose", 2, True) not in d.log
+
+
+def test_past_the_first_block_the_loop_waits_for_the_cost_of_a_block():
+    d = Script(computes={0, 1})
+    loop(3).run(d)
+    assert d.log.index(("await",)) > d.log.index(("leave", 0))
+    assert d.log.index(("await",)) < d.log.index(("choose", 1, True))
+
+
+def test_take_back_fetches_the_top_of_the_prefix_first_until_the_policy_says_stop():
+    d = Script(computes={0, 1, 2}, take_backs=["full", "medium", None])
+    fl = loop(5)
+    fl.run(d)
+    taken = [(e[1], e[2]) for e in d.of("request") if e[3]]
+    assert taken == [(2, "full"), (1, "medium")]
+    assert fl.decided == [COMPUTE, FETCH, FETCH, FETCH, FETCH]
+    assert d.log.index(("finish_left",)) > d.log.index(("request", 1, "medium", True))
+
+
+def test_a_shard_the_model_reached_is_not_taken_back():
+    d = Script(computes={0, 1}, take_backs=["full"], reached={1})
+    fl = loop(3)
+    fl.run(d)
+    assert ("take_back?", 0, 0) in d.log and not [e for e in d.of("request") if e[3] and e[1] == 1]
+
+
+def test_per_step_models_may_compute_at_every_pass_start_and_never_take_back():
+    """Three passes of two shards; the phone computes the first of each pass. A shard left to the
+    phone goes to the model's queue behind the downloads before it (released, in order)."""
+    d = Script(computes={0, 2, 4}, take_backs=["full"])
+    fl = loop(6, one_pass=False, pass_shards=2, max_in_flight=4)
+    fl.run(d)
+    assert fl.decided == [COMPUTE, FETCH] * 3
+    assert d.of("take_back?") == []
+    assert d.log.index(("release", 1)) < d.log.index(("leave", 2))
+    assert d.log.index(("release", 3)) < d.log.index(("leave", 4))
+
+
+def test_shards_asked_with_the_preamble_are_in_flight_from_the_start():
+    d = Script()
+    fl = loop(3, computes=False, asked=(0,))
+    fl.run(d)
+    assert [e[1] for e in d.of("request")] == [1, 2]
+    assert ("hand", 0) in d.log and fl.decided == [FETCH] * 3
+
+
+def test_a_loop_needs_room_for_one_request_and_one_shard_a_pass():
+    with pytest.raises(ValueError):
+        FetchLoop(3, pass_shards=0, one_pass=True, max_in_flight=1, computes=False, takes_back=False)
+    with pytest.raises(ValueError):
+        FetchLoop(3, pass_shards=3, one_pass=True, max_in_flight=0, computes=False, takes_back=False)
