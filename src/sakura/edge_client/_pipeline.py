@@ -183,8 +183,9 @@ class EditPipeline:
         to keep it busy); responses are handed to the decoder in order."""
         self._pool = ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="sakura-download")
         try:
-            for index in self._loop.in_flight:  # asked for with the preamble: on its way
-                self._submit(index, self.fetcher.first_level)
+            first = self.fetcher.first_level
+            for index in self._loop.in_flight:  # asked for with the preamble (so ``first`` is set): on its way
+                self._submit(index, first or self._levels[0])
             self._loop.run(self)
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)  # downloads still running are being aborted

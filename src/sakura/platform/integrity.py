@@ -23,7 +23,7 @@ __all__ = ["TMP_PREFIX", "matches", "temp_beside", "write_atomic"]
 TMP_PREFIX = ".tmp-"
 
 
-def matches(data: bytes, sha256: str, length: int | None = None) -> bool:
+def matches(data: bytes | bytearray, sha256: str, length: int | None = None) -> bool:
     """``data`` is ``length`` bytes long (when given) and its sha256 (hex) is ``sha256``."""
     return (length is None or len(data) == length) and hashlib.sha256(data).hexdigest() == sha256
 
