@@ -6,6 +6,7 @@ a diffusers checkpoint (the transformer at the top level or in ``transformer/``)
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,6 @@ import torch
 from sakura.platform.errors import UnknownModel
 from sakura.platform.models.base import ModelAdapter
 from sakura.platform.models.pipelines import is_pipeline_folder, load_pipeline
-from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, named_builder
 from sakura.platform.models.seeding import seed_weights
 
 if TYPE_CHECKING:
@@ -41,8 +41,9 @@ class NamedModel:
     #: Denoising steps a library is built for (step-dependent models need one shard per step).
     default_steps: int = 4
     #: Builds the adapter itself (a pipeline's model: transformer, VAE, scheduler) instead of
-    #: ``family`` + ``config``.
-    build: Callable[[NamedModel, torch.dtype], ModelAdapter] | None = None
+    #: ``family`` + ``config``: a function, or its ``"module:function"`` name, imported only when
+    #: the model is built (so the registry imports no pipeline code).
+    build: Callable[[NamedModel, torch.dtype], ModelAdapter] | str | None = None
 
 
 _NAMED: dict[str, NamedModel] = {}
@@ -82,8 +83,8 @@ register_model(NamedModel(
     family="flux2-klein",
     description="FLUX.2 [klein] 4B's shapes, random weights: 5 double + 20 single blocks, 24x128 heads, "
                 "random prompt embeddings for its text encoder, 512x512 -> 1024 reference tokens (16 GB in fp32)",
-    config=dict(KLEIN_4B.transformer), resolution=512, pack=16, text_tokens=512, init_gain=1.0,
-    build=named_builder(KLEIN_4B),
+    config={}, resolution=512, pack=16, text_tokens=512, init_gain=1.0,
+    build="sakura.platform.models.pipelines.klein_shapes:build_klein_4b",  # its config is KLEIN_4B's
 ))
 
 
@@ -140,6 +141,9 @@ def load_model(name_or_path: str, *, dtype: torch.dtype = torch.float32, phone: 
 
 
 def _build_named(spec: NamedModel, dtype: torch.dtype) -> ModelAdapter:
+    if isinstance(spec.build, str):
+        module, _, name = spec.build.partition(":")
+        return getattr(importlib.import_module(module), name)(spec, dtype)
     if spec.build is not None:
         return spec.build(spec, dtype)
     model = _model_class(spec.family)(**spec.config)

@@ -13,6 +13,7 @@ import torch
 from sakura.evaluation.block_costs import Measurement, bench_edit, extrapolate, measure, per_block
 from sakura.platform.errors import ModelError
 from sakura.platform.models import Schedule, load_model, named_models, registry
+from sakura.platform.models.pipelines import klein_shapes
 from sakura.platform.models.pipelines.klein import KleinAdapter
 from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, KLEIN_9B, KleinShape, build_adapter, named_builder
 from sakura.platform.verify import verify_adapter
@@ -53,7 +54,8 @@ def test_klein_4b_shape_is_klein_4b_and_a_build_of_n_blocks_keeps_its_width():
         with pytest.raises(ModelError, match="blocks"):
             KLEIN_4B.split(bad)
     spec = named_models()["klein-4b-shape"]
-    assert spec.family == "flux2-klein" and spec.config == dict(KLEIN_4B.transformer) and spec.build is not None
+    module, _, name = spec.build.partition(":")
+    assert spec.family == "flux2-klein" and module == klein_shapes.__name__ and getattr(klein_shapes, name)
 
 
 def test_kv_bytes_per_block_is_two_times_tokens_heads_head_dim_fp16():

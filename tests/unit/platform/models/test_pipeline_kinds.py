@@ -42,3 +42,17 @@ def test_a_registered_class_is_loaded_through_its_named_loader(tmp_path, monkeyp
     (tmp_path / INDEX).write_text(json.dumps({"_class_name": "NoSuchPipeline"}))
     with pytest.raises(PipelineError, match="unsupported pipeline 'NoSuchPipeline'"):
         load_pipeline(tmp_path)
+
+
+def test_the_model_registry_names_its_builders_and_imports_none():
+    """Named models are one table too: a pipeline-built model's builder is a ``module:function``
+    imported when the model is built, not when the registry is read."""
+    code = ("import sys; from sakura.platform.models import named_models; "
+            "from sakura.platform.models.registry import model_catalogue; "
+            "names = sorted(named_models()); model_catalogue(); "
+            "print(names); print(sorted(m for m in sys.modules if m.startswith('sakura.platform.models.pipelines.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    names, loaded = (eval(line) for line in out.strip().splitlines())  # noqa: S307 (our own print)
+    assert "klein-4b-shape" in names
+    prefix = "sakura.platform.models.pipelines."
+    assert not {prefix + m for m in ("klein", "klein_shapes", "kinds", "kontext", "sd3")} & set(loaded), loaded

@@ -202,6 +202,10 @@ def named_builder(shape: KleinShape) -> Callable[[Any, torch.dtype], KleinShapeA
     return build
 
 
+#: The registry's builder for ``klein-4b-shape`` (named there as ``"module:function"``).
+build_klein_4b = named_builder(KLEIN_4B)
+
+
 def parameter_counts(shape: KleinShape) -> dict[str, int]:
     """Parameters of the transformer (every block), the VAE and the text encoder, counted on the
     meta device (nothing is allocated). Cloud side: it imports ``transformers``."""
