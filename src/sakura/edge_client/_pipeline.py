@@ -314,7 +314,7 @@ class EditPipeline:
             compute_start=self.timeline.compute_start, last_consumed=self.kv.last_consumed,
             template_compute=template_s, computed=[j for j, d in enumerate(self._loop.decided) if d == COMPUTE],
             can_compute=can_compute and self._may_compute(index), hashes_bytes=self.fetcher.hashes.pending_bytes,
-            window=self.max_ahead,
+            window=self.max_ahead, pass_shards=self._loop.pass_shards,
         )
 
     def _may_compute(self, index: int) -> bool:
