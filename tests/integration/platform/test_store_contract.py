@@ -1,4 +1,5 @@
-"""The same contract for every store: local directories and S3 (a real moto HTTP server)."""
+"""The same contract for every store: local directories, and S3 on a real server (SeaweedFS)
+and on moto's."""
 
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ from sakura.platform.store import (
 )
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3-seaweedfs", "s3-moto"])
 def store(request, tmp_path):
     if request.param == "file":
         return open_store(f"file://{tmp_path}/root")
-    return open_store(request.getfixturevalue("s3_uri"))
+    return open_store(request.getfixturevalue("seaweed_uri" if request.param == "s3-seaweedfs" else "s3_uri"))
 
 
 def test_put_get_range_head_and_overwrite(store):
