@@ -90,7 +90,8 @@ class SeaweedS3:
                 f"-master.port={next(ports)}", f"-master.port.grpc={next(ports)}",
                 f"-volume.port={next(ports)}", f"-volume.port.grpc={next(ports)}",
                 f"-filer.port={next(ports)}", f"-filer.port.grpc={next(ports)}",
-                "-s3", f"-s3.port={self.port}", f"-s3.port.grpc={next(ports)}", "-volume.max=20"]
+                "-s3", f"-s3.port={self.port}", f"-s3.port.grpc={next(ports)}", "-volume.max=500",
+                "-master.volumeSizeLimitMB=64"]
         log = open(os.path.join(self.root, "weed.log"), "ab")  # noqa: SIM115 (the server's, for a failure's reader)
         self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()

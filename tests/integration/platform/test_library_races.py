@@ -1,5 +1,6 @@
 """The library's publishing protocol under races and injected faults, on local disk and on S3
-(a real moto HTTP server): gc against alias moves, overlapping gc runs, lost replies, orphans."""
+(SeaweedFS, a real server, and moto's): gc against alias moves, overlapping gc runs, lost
+replies, orphans."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ ROUNDS = 12
 BUDGET_S = 15.0  # per test: rounds stop early rather than run long on a slow machine
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3-seaweedfs", "s3-moto"])
 def uri(request, tmp_path):
-    return f"file://{tmp_path}/lib" if request.param == "file" else request.getfixturevalue("s3_uri")
+    if request.param == "file":
+        return f"file://{tmp_path}/lib"
+    return request.getfixturevalue("seaweed_uri" if request.param == "s3-seaweedfs" else "s3_uri")
 
 
 def _race(*targets) -> list[BaseException]:
