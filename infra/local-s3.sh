@@ -29,7 +29,7 @@ DATA="$(mktemp -d)"
   -s3.port.iceberg=0 -s3.port.lance=0 -s3 -s3.port="$PORT" -s3.port.grpc=$((PORT + 1)) \
   -master.port=$((PORT + 2)) -master.port.grpc=$((PORT + 3)) -volume.port=$((PORT + 4)) \
   -volume.port.grpc=$((PORT + 5)) -filer.port=$((PORT + 6)) -filer.port.grpc=$((PORT + 7)) \
-  -volume.max=20 > "$DATA/weed.log" 2>&1 &
+  -volume.max=500 -master.volumeSizeLimitMB=64 > "$DATA/weed.log" 2>&1 &
 SERVER=$!
 stop() {  # weed can take long to act on a TERM: 2 s, then KILL
   kill "$SERVER" 2>/dev/null || true
