@@ -30,7 +30,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class S3Server:
+class _S3Endpoint:
+    """What a test does with an S3 server at ``self.endpoint``: a client, and a fresh bucket."""
+
+    endpoint: str
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
+
+    def new_bucket(self) -> str:
+        name = f"sakura-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+
+class S3Server(_S3Endpoint):
     """moto's threaded HTTP server; stop() and start() keep its data (the backend is in-process)."""
 
     def __init__(self) -> None:
@@ -53,20 +69,8 @@ class S3Server:
         self._server.stop()
         self.running = False
 
-    def client(self):
-        import boto3
-
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
-
-    def new_bucket(self) -> str:
-        name = f"sakura-{uuid.uuid4().hex[:12]}"
-        self.client().create_bucket(Bucket=name)
-        return name
-
-
-class SeaweedS3:
-    """``weed server`` with its S3 gateway, its data in ``root``; ``client``/``new_bucket`` as
-    :class:`S3Server`'s."""
+class SeaweedS3(_S3Endpoint):
+    """``weed server`` with its S3 gateway, its data in ``root``."""
 
     START_S = 60.0
 
@@ -114,17 +118,6 @@ class SeaweedS3:
             except subprocess.TimeoutExpired:
                 os.killpg(self._proc.pid, signal.SIGKILL)
                 self._proc.wait()
-
-    def client(self):
-        import boto3
-
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
-
-    def new_bucket(self) -> str:
-        name = f"sakura-{uuid.uuid4().hex[:12]}"
-        self.client().create_bucket(Bucket=name)
-        return name
-
 
 @pytest.fixture(scope="session")
 def seaweed_server(tmp_path_factory) -> Iterator[SeaweedS3]:

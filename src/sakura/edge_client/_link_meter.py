@@ -78,10 +78,6 @@ class DownloadRate:
         self._first: tuple[float, int] | None = None  # when the first chunk came, and its bytes
         self.rate, self.elapsed = 0.0, 0.0
 
-    @property
-    def started(self) -> bool:
-        return self._first is not None
-
     def update(self, received: int) -> bool:
         """``received`` bytes so far; False at the first chunk (no rate yet), else True with
         :attr:`rate` and :attr:`elapsed` since the first chunk."""

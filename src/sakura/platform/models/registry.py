@@ -6,7 +6,6 @@ a diffusers checkpoint (the transformer at the top level or in ``transformer/``)
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from sakura.platform.errors import UnknownModel
+from sakura.platform.lazy import resolve
 from sakura.platform.models.base import ModelAdapter
 from sakura.platform.models.pipelines import is_pipeline_folder, load_pipeline
 from sakura.platform.models.seeding import seed_weights
@@ -142,8 +142,7 @@ def load_model(name_or_path: str, *, dtype: torch.dtype = torch.float32, phone: 
 
 def _build_named(spec: NamedModel, dtype: torch.dtype) -> ModelAdapter:
     if isinstance(spec.build, str):
-        module, _, name = spec.build.partition(":")
-        return getattr(importlib.import_module(module), name)(spec, dtype)
+        return resolve(spec.build)(spec, dtype)
     if spec.build is not None:
         return spec.build(spec, dtype)
     model = _model_class(spec.family)(**spec.config)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from sakura.platform.errors import SakuraError
+from sakura.platform.lazy import resolve
 
 INDEX = "model_index.json"
 #: diffusers and transformers are the only libraries a component may come from.
@@ -109,8 +110,7 @@ class PipelineKind:
 
     def load(self, folder: PipelineFolder, components: dict[str, Any], dtype: torch.dtype) -> Any:
         """The adapter (the loader's module is imported now, not when the table is read)."""
-        module, _, name = self.loader.partition(":")
-        make: Loader = getattr(importlib.import_module(module), name)
+        make: Loader = resolve(self.loader)
         return make(folder, components, dtype)
 
 
