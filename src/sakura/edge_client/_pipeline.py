@@ -43,6 +43,7 @@ from sakura.edge_client.device import Device
 from sakura.edge_client.errors import ConfigError, EdgeError, EditCancelled, PolicyError
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetch_loop import FETCH, FetchLoop
+from sakura.edge_client.late_download import fetch_due
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -63,6 +64,10 @@ T = TypeVar("T")
 #: How long ``run`` waits for its stage threads once it is done; they are daemons that stop on
 #: their own (downloads are aborted, a decode finishes), so a cancel is never held up by them.
 _JOIN_S = 0.2
+#: How often the fetch stage, waiting for its last request to near its end, looks whether the
+#: first download in flight is complete (to hand it to the decoder at once; an estimate: small
+#: against a shard's decode and compute, cheap as a wake-up).
+HAND_OVER_POLL_S = 0.005
 
 
 class EditPipeline:
@@ -241,10 +246,13 @@ class EditPipeline:
         future.add_done_callback(self._fail_fast)
         self._downloads[index] = (future, near_done)
 
-    def wait_near_done(self, index: int) -> None:
+    def wait_near_done(self, index: int, head: int) -> bool:
         future, near_done = self._downloads[index]
-        while not near_done.wait(POLL_S) and not future.done() and not self.stopped():
+        first = self._downloads[head][0]
+        while not near_done.wait(HAND_OVER_POLL_S) and not future.done() and not first.done() \
+                and not self.stopped():
             continue
+        return near_done.is_set() or future.done()
 
     def arrived(self, index: int) -> bool:
         return self._downloads[index][0].done()
@@ -325,19 +333,17 @@ class EditPipeline:
         return all(decided == COMPUTE for decided in self._loop.decided[self.template.frontier:index])
 
     def fetch_due(self, index: int) -> float:
-        """When shard ``index`` should be decoded if it is fetched (the compute stage's extend rule):
-        its bytes still to come at the planned rate, a round trip first if not yet requested."""
-        timing, now = self.timeline.shards[index], self.clock()
+        """When shard ``index`` would be decoded if it is fetched (the compute stage's extend rule,
+        :func:`~sakura.edge_client.late_download.fetch_due`)."""
+        timing = self.timeline.shards[index]
         ctx = self.context(index, can_compute=False)
         level = timing.level or self._levels[0]
         received = self.fetcher.received(index)
         left = self.fetcher.remaining(index)  # of the download in progress, at the level it is at
-        rate = planned_rate(ctx)
-        if timing.requested_at is not None and now - timing.requested_at > ctx.rtt_s:
-            rate = min(rate, max(received, 1) / (now - timing.requested_at - ctx.rtt_s))  # as it goes now
-        wait = 0.0 if timing.requested_at is not None else ctx.rtt_s
-        left = max(0, ctx.size(level) - received) if left is None else left
-        return now + wait + left / rate + ctx.decode_s.get(level, 0.0)
+        return fetch_due(self.clock(), requested_at=timing.requested_at, rtt_s=ctx.rtt_s,
+                         planned_rate=planned_rate(ctx), received=received,
+                         left=max(0, ctx.size(level) - received) if left is None else left,
+                         decode_s=ctx.decode_s.get(level, 0.0))
 
     # -- decode --------------------------------------------------------------------------
     def _decode_stage(self) -> None:

@@ -2,8 +2,8 @@
 
 The model's replay loop reads shard ``i`` when the layer that needs it starts; it blocks until
 the decoder has offered it (a *stall*), or computes it on the phone instead when the shard was
-left to the phone or its download would end later than computing it (see
-:mod:`sakura.edge_client._pipeline`).
+left to the phone or its download would end later than computing it
+(:mod:`sakura.edge_client.late_download`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from sakura.edge_client._compute_model import ComputeModel
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client.device import Device
 from sakura.edge_client.errors import EditCancelled
+from sakura.edge_client.late_download import LATE_CHECK_S
 from sakura.edge_client.planning import COMPUTE
 from sakura.edge_client.timeline import Stall, Timeline
 from sakura.platform.kv import KVPair, KVShard, ShardKey
 from sakura.platform.manifest import PhoneManifest
 
-#: How often a blocked stage wakes to check for errors, cancels and stops.
-POLL_S = 0.05
+#: How often a blocked stage wakes to check for errors, cancels and stops (and the compute stage
+#: re-judges a late download).
+POLL_S = LATE_CHECK_S
 
 
 class Pipeline(Protocol):

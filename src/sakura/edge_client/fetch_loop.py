@@ -13,7 +13,8 @@ The loop (``docs/architecture.md``, "The fetch stage"):
    is computed or left to the phone and nothing is in flight), the policy may leave it to the
    phone. Past the first block, a fresh phone first waits until a block was timed.
 2. Otherwise make room (at most ``max_in_flight`` out, the last request near done, every complete
-   download handed over to the decoder) and request it at the level the policy chooses then.
+   download handed over to the decoder as it completes) and request it at the level the policy
+   chooses then.
 3. In one pass of the reference tokens, once every shard above the prefix left to the phone is on
    its way, take back the top of that prefix one block at a time while the policy says its
    download ends before the phone would have computed it and the model has not reached it.
@@ -65,8 +66,10 @@ class FetchDriver(Protocol):
     def request(self, index: int, level: str, *, taken_back: bool) -> None:
         """Send shard ``index``'s request for ``level``."""
 
-    def wait_near_done(self, index: int) -> None:
-        """Wait until the download of shard ``index`` is within a round trip of done."""
+    def wait_near_done(self, index: int, head: int) -> bool:
+        """Wait until the download of shard ``index`` (the last requested) is within a round trip
+        of done, or the download of shard ``head`` (the first still in flight) is complete,
+        whichever comes first; True if the former."""
 
     def arrived(self, index: int) -> bool:
         """The download of shard ``index`` is complete."""
@@ -138,13 +141,17 @@ class FetchLoop:
 
     def make_room(self, d: FetchDriver) -> None:
         """Wait until the next request may leave: fewer than ``max_in_flight`` out and the last one
-        near done; hand the complete downloads over meanwhile."""
+        near done; hand each complete download over as it completes meanwhile (the decoder and
+        the model need not wait for a slow download behind it)."""
         if len(self.in_flight) >= self.max_in_flight:
             d.hand_over(self.in_flight.popleft())
-        if self.in_flight:
-            d.wait_near_done(self.in_flight[-1])
-        while self.in_flight and d.arrived(self.in_flight[0]):
-            d.hand_over(self.in_flight.popleft())
+        near = not self.in_flight
+        while True:
+            while self.in_flight and d.arrived(self.in_flight[0]):
+                d.hand_over(self.in_flight.popleft())
+            if near or not self.in_flight:
+                break
+            near = d.wait_near_done(self.in_flight[-1], self.in_flight[0])
         d.catch_up()
 
     def _request(self, index: int, level: str, d: FetchDriver, *, taken_back: bool = False) -> None:

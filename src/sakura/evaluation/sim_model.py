@@ -54,21 +54,26 @@ class SimulatedModel:
             return edit.compute_start + self.g.startup_s
         return consumed(before) + self.g.gaps_s[index - 1]
 
-    def consume(self, edit: Timeline, shard: ShardTiming, available: float) -> None:
+    def consume(self, edit: Timeline, shard: ShardTiming, available: float, *,
+                computes_from: float | None = None) -> None:
         """The model asks for ``shard`` after its compute since the previous one (or the start) and
         takes it once ``available``; the wait between is a stall. A shard the phone computes is
         taken once computed, as the live pipeline records it: from the frontier of its pass
-        through its block, the blocks below it computed on the way."""
+        through its block, the blocks below it computed on the way. ``computes_from``: the phone
+        waited for the shard's download until then before computing it instead (a stall too)."""
         i = shard.index
         shard.needed_at = self.needed(edit, i)
+        start = shard.needed_at if computes_from is None else max(shard.needed_at, computes_from)
         if shard.level != COMPUTE:  # fetched (or computed before the model ran: CacheGen's fallback)
             shard.consumed_at = max(available, shard.needed_at)
         else:
             frontier = max(self.frontier, self.pass_start(i))
-            shard.consumed_at = shard.decoded_at = (shard.needed_at + self.prepare[0]
+            shard.consumed_at = shard.decoded_at = (start + self.prepare[0]
                                                     + sum(self.g.shard_compute_s[frontier:i + 1]))
             self.frontier, self.prepare = i + 1, (0.0, 0.0)
         if shard.level != COMPUTE and shard.consumed_at > shard.needed_at:
             edit.stalls.append(Stall(i, shard.needed_at, shard.consumed_at))
+        elif start > shard.needed_at:  # waited for a download, then computed it
+            edit.stalls.append(Stall(i, shard.needed_at, start))
         edit.shards.append(shard)
         edit.compute_end = shard.consumed_at + self.g.gaps_s[i]

@@ -43,6 +43,7 @@ from __future__ import annotations
 from sakura.edge_client import LevelPolicy, PlanContext
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetch_loop import FetchLoop
+from sakura.edge_client.late_download import LATE_CHECK_S, fetch_due
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -232,27 +233,35 @@ class EditSimulator:
         (the reference latents)."""
         return self.g.image_bytes or max(0, self.g.prepared_bytes - self.g.context_bytes)
 
-    def _extend(self, edit: Timeline, shard: ShardTiming, needed: float) -> bool:
-        """The live compute stage's rule: at the frontier (every earlier shard of the pass computed),
-        compute a fetched shard whose download is predicted (at the rate expected when it was
-        requested) to end later than computing it would; the download is abandoned then."""
+    def _extend(self, edit: Timeline, shard: ShardTiming, needed: float) -> float | None:
+        """The live compute stage's rule (:mod:`~sakura.edge_client.late_download`), re-judged every
+        ``LATE_CHECK_S`` from when the model asks for ``shard`` until it is decoded: at the frontier
+        (every earlier shard of the pass computed), compute it once its download would be decoded
+        later than computing it would end; the download is abandoned then. Returns when the phone
+        starts computing it, or None. The planned rate is the one expected when it was requested
+        (the simulated estimator has seen the whole download by now). The abandoned download
+        keeps its place on the link (the later requests were timed behind it): conservative."""
         i = shard.index
-        frontier = max(self.model.frontier, self.model.pass_start(i))
-        if shard.arrived_at is None:
-            return False
-        size, rate = self.g.sizes[shard.level][i], self.link.rates.get(i)
-        if rate is None or shard.decoded_at is None or shard.decoded_at <= needed:
-            return False
-        first = first_byte(shard)
-        received = int(min(size, self.delivered(first, needed))) if needed > first else 0
-        due = max(needed, first) + (size - received) / rate + self.link.mean_decode[shard.level]
+        rate = self.link.rates.get(i)
+        if shard.arrived_at is None or rate is None or shard.decoded_at is None:
+            return None
         known = self.model.template_s(edit.shards)
-        if (not known and frontier != i) or due <= needed + sum(known[frontier:i + 1]):
-            return False
-        shard.abandoned.append(shard.level)
-        shard.bytes = shard.bytes - size + received
-        shard.level, shard.source = COMPUTE, "computed"
-        return True
+        frontier = max(self.model.frontier, self.model.pass_start(i))
+        if not known and frontier != i:
+            return None
+        size, first, compute_s = self.g.sizes[shard.level][i], first_byte(shard), sum(known[frontier:i + 1])
+        at = needed
+        while at < shard.decoded_at:
+            received = int(min(size, self.delivered(first, at))) if at > first else 0
+            due = fetch_due(at, requested_at=shard.requested_at, rtt_s=self.rtt, planned_rate=rate,
+                            received=received, left=size - received, decode_s=self.link.mean_decode[shard.level])
+            if due > at + compute_s:
+                shard.abandoned.append(shard.level)
+                shard.bytes = shard.bytes - size + received
+                shard.level, shard.source = COMPUTE, "computed"
+                return at
+            at += LATE_CHECK_S
+        return None
 
     def _run_context(self, i: int, run: _Run, can_compute: bool = False) -> PlanContext:
         edit = run.stages.edit
@@ -317,8 +326,10 @@ class _Run:
         self.sim._request(index, self, level)
         self.waiting[index].taken_back = taken_back
 
-    def wait_near_done(self, index: int) -> None:
-        self.t = max(self.t, self.sim.link.near_done(self.waiting[index]))
+    def wait_near_done(self, index: int, head: int) -> bool:
+        near, complete = self.sim.link.near_done(self.waiting[index]), arrived(self.waiting[head])
+        self.t = max(self.t, min(near, complete))
+        return near <= complete
 
     def hand_over(self, index: int) -> None:
         self.t = self.stages.hand_over(self.waiting.pop(index), self.t)

@@ -9,6 +9,10 @@ from sakura.edge_client.timeline import ShardTiming, Timeline
 from sakura.evaluation.sim_link import arrived
 from sakura.evaluation.sim_model import SimulatedModel, consumed
 
+#: The compute stage's extend rule: (the edit, a fetched shard, when the model asks for it) ->
+#: when the phone starts computing it instead, or None to wait for its download.
+Extend = Callable[[Timeline, ShardTiming, float], float | None]
+
 
 class PipelineStages:
     """The live pipeline's decoder and model behind its bounded queues, ``window`` deep
@@ -18,8 +22,8 @@ class PipelineStages:
     shards wait there (:meth:`StreamingKV.offer`); the model takes shards in index order, so one
     handed over before those below it (taken back from the phone) waits for them."""
 
-    def __init__(self, model: SimulatedModel, edit: Timeline,
-                 extend: Callable[[Timeline, ShardTiming, float], bool] | None = None, window: int = MAX_AHEAD) -> None:
+    def __init__(self, model: SimulatedModel, edit: Timeline, extend: Extend | None = None,
+                 window: int = MAX_AHEAD) -> None:
         self.model, self.edit, self.extend, self.window = model, edit, extend, window
         self.offered: list[float] = []  # per shard handed over: when the decoder gave it to the model
         self._waiting: dict[int, tuple[ShardTiming, float]] = {}  # handed over, below them still to come
@@ -57,6 +61,9 @@ class PipelineStages:
         self._waiting[shard.index] = (shard, available)
         while len(self.edit.shards) in self._waiting:
             shard, available = self._waiting.pop(len(self.edit.shards))
-            if not shard.computed and self.extend is not None and self.extend(self.edit, shard, self.next_needed):
-                shard.decode_started_at = shard.decoded_at = None
-            self.model.consume(self.edit, shard, available)
+            computes_from = None
+            if not shard.computed and self.extend is not None:
+                computes_from = self.extend(self.edit, shard, self.next_needed)
+                if computes_from is not None:
+                    shard.decode_started_at = shard.decoded_at = None
+            self.model.consume(self.edit, shard, available, computes_from=computes_from)

@@ -24,6 +24,8 @@ class Script:
     log: list[tuple] = field(default_factory=list)
     left: list[int] = field(default_factory=list)
     done: set[int] = field(default_factory=set)  # downloads complete
+    #: downloads that complete while the loop waits for a later one to near its end
+    complete_while_waiting: set[int] = field(default_factory=set)
 
     def stopped(self) -> bool:
         return False
@@ -56,8 +58,14 @@ class Script:
     def request(self, index: int, level: str, *, taken_back: bool) -> None:
         self.log.append(("request", index, level, taken_back))
 
-    def wait_near_done(self, index: int) -> None:
+    def wait_near_done(self, index: int, head: int) -> bool:
+        if head in self.complete_while_waiting and head != index:
+            self.complete_while_waiting.discard(head)
+            self.done.add(head)
+            self.log.append(("complete", head))
+            return False
         self.log.append(("near", index))
+        return True
 
     def arrived(self, index: int) -> bool:
         return index in self.done
@@ -114,6 +122,15 @@ def test_complete_downloads_are_handed_over_before_the_next_request():
     d = Script(done={0})
     loop(3, computes=False, max_in_flight=4).run(d)
     assert d.log.index(("hand", 0)) < d.log.index(("request", 2, "medium", False))
+
+
+def test_a_download_that_completes_while_the_last_one_is_slow_is_handed_over_at_once():
+    """Shard 0 completes while the loop waits for shard 1 (slow) to near its end: the decoder gets
+    shard 0 then, not once shard 1 is near done (the model would stall on shard 0 meanwhile)."""
+    d = Script(complete_while_waiting={0})
+    loop(3, computes=False, max_in_flight=4).run(d)
+    assert d.log.index(("request", 1, "medium", False)) < d.log.index(("complete", 0)) \
+        < d.log.index(("hand", 0)) < d.log.index(("near", 1)) < d.log.index(("request", 2, "medium", False))
 
 
 def test_the_phone_computes_a_prefix_only():

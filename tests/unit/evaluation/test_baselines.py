@@ -160,3 +160,22 @@ def test_a_phone_with_its_own_text_encoder_encodes_the_prompt_unless_fetching_is
     warm_fast = _sim(klein, 2000.0, warm_template=True).run("sakura-own-encoder")
     assert warm_slow.precompute_s == warm_fast.precompute_s == 0.0
     assert warm_slow.preamble_bytes == warm_fast.preamble_bytes == 0
+
+
+def test_the_simulated_compute_stage_rejudges_a_download_that_stalls_and_computes_it_instead(klein):
+    """The live compute stage's extend rule (``late_download``), replayed: re-judged while the model
+    waits, at the rate the download arrives at now. A warm phone on 3 Gbit/s fetches every block
+    past a short prefix; 0.42 s in, the link drops to 2 Mbit/s with a download most of the way in.
+    When the model asks for it, it looks on time; re-judged as it crawls, the phone computes the
+    block from the frontier instead, and the edit ends long before that download would have."""
+    trace = BandwidthTrace("drop", "test", np.array([0.0, 10.42]), np.array([3000.0, 2.0]), 3600.0)
+    edit = EditSimulator(klein, trace, 10.0, rtt_s=0.055, warm_template=True).run("sakura")
+    extended = [s for s in edit.shards if s.computed and s.abandoned]
+    assert extended, "no download was given up for the phone's compute"
+    shard = extended[0]
+    stall = next(st for st in edit.stalls if st.shard == shard.index)
+    assert stall.start == pytest.approx(shard.needed_at) and stall.end > stall.start + 0.1  # waited, then gave up
+    level = shard.abandoned[0]
+    assert 0 < shard.bytes < klein.sizes[level][shard.index]  # part-way
+    rest_s = (klein.sizes[level][shard.index] - shard.bytes) * 8 / 2e6
+    assert edit.latency_s < stall.end + 5 < stall.end + rest_s
