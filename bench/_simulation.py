@@ -28,7 +28,8 @@ from sakura.platform.codec import DEFAULT_LEVELS, V1_LEVELS, LevelSpec
 
 OUT = Path(__file__).resolve().parent / "out"
 #: The code a simulated figure depends on (its provenance digest covers these).
-SIMULATED = ("sakura.evaluation", "sakura.edge_client.fetch_loop", "sakura.edge_client.planning",
+SIMULATED = ("sakura.evaluation", "sakura.edge_client.fetch_loop", "sakura.edge_client.late_download",
+             "sakura.edge_client.planning",
              "sakura.edge_client.policy", "sakura.edge_client.estimator", "sakura.emulation.traces",
              "sakura.platform.codec", "sakura.platform.models.factored_cost")
 
