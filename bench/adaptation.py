@@ -4,7 +4,7 @@ Lumos 4G driving (``lumos-4g/4g_trace_driving_50174_dr``: 67 Mbit/s, then 9, the
 reference model at 4 steps (6 shards), a phone paced at 80 ms per layer, 30 ms round trip. Per
 policy: one ``fixed-full`` edit from 44 s of the trace to learn link and device, then the edit
 under test from 53.8 s, in a fresh session each repeat (the functions of
-``tests/unit/edge_client/test_adaptation.py``). ``--link trace``: the in-process ``TraceLink``
+``tests/adaptation_edits.py``). ``--link trace``: the in-process ``TraceLink``
 in front of the shard API on uvicorn (that unit test's setting); ``--link kernel``: a
 ``KernelLink`` (netns + veth + tbf, needs root) in front of Ray Serve (the setting of
 ``tests/integration/edge_client/test_edge_service.py``, which reads from S3 where this reads
@@ -34,8 +34,7 @@ from sakura.edge_client import EditResult  # noqa: E402
 from sakura.emulation import PacedDevice  # noqa: E402
 from sakura.platform.errors import SakuraError  # noqa: E402
 from sakura.platform.models import ModelAdapter, load_model  # noqa: E402
-from tests.helpers import make_library  # noqa: E402
-from tests.unit.edge_client.test_adaptation import (  # noqa: E402
+from tests.adaptation_edits import (  # noqa: E402
     LAYER_S,
     RTT_S,
     STEP_AT,
@@ -45,6 +44,7 @@ from tests.unit.edge_client.test_adaptation import (  # noqa: E402
     edit_over_step_down,
     kernel_edit_over_step_down,
 )
+from tests.helpers import make_library  # noqa: E402
 
 TEMPLATE_IMAGE = "skimage:astronaut"
 POLICIES = ("fixed-full", "mpc")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import time
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from sakura.edge_client.errors import ServerError, ShardCorrupt
 from sakura.emulation import TraceLink
 from sakura.emulation.traces import BandwidthTrace
 from sakura.platform.manifest import PhoneManifest
+from tests.virtual_clock import VirtualClock
 
 
 def shard(transport: HttpTransport, index: int, level: str = "medium"):
@@ -56,13 +56,15 @@ def test_json_error_codes_are_kept(proxy):
     assert err.value.status == 400 and err.value.server_code == "invalid_template_id"
 
 
-def test_trace_link_never_delivers_faster_than_the_trace(proxy):
-    rate_mbps = 4.0
-    link = TraceLink(BandwidthTrace("flat", "test", np.array([0.0]), np.array([rate_mbps]), 60.0), rtt_s=0.02)
+def test_trace_link_paces_a_download_exactly_as_the_trace_delivers_it(proxy):
+    """On a virtual clock: the download's waits add up to one round trip plus its bytes at the
+    trace's rate (never faster, and no time lost between chunks)."""
+    rate_mbps, clock = 4.0, VirtualClock()
+    trace = BandwidthTrace("flat", "test", np.array([0.0]), np.array([rate_mbps]), 60.0)
+    link = TraceLink(trace, rtt_s=0.02, clock=clock.now, wait=clock.wait)
     transport = HttpTransport(proxy.url, link=link)
     path, loc = shard(transport, 0, "full")
-    start = time.monotonic()
+    start = clock.now()
     transport.download(path, sha256=loc.sha256, length=loc.length)
-    elapsed = time.monotonic() - start
-    floor = 0.02 + loc.length * 8 / (rate_mbps * 1e6)
-    assert floor <= elapsed < 3 * floor + 0.5
+    assert clock.now() - start == pytest.approx(0.02 + loc.length * 8 / (rate_mbps * 1e6))
+    assert len(clock.waits) > 2  # paced chunk by chunk, not as one lump

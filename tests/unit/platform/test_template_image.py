@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import time
 import tracemalloc
 
 import numpy as np
@@ -90,14 +89,12 @@ def test_refuses_a_huge_claimed_size_from_the_header(side, message, monkeypatch)
     # tracemalloc does not see Pillow's C buffers: that it never decodes is checked directly
     monkeypatch.setattr(ImageFile.ImageFile, "load", lambda self: pytest.fail("decoded a refused JPEG"))
     tracemalloc.start()
-    start = time.perf_counter()
     try:
         with pytest.raises(ImageError, match=message):
             decode_published(bomb, 64, 64)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - start < 0.5
     assert peak < 10 << 20
 
 
