@@ -66,6 +66,9 @@ class Fault:
     action: str  # "reset:<bytes>", "status:<code>", "corrupt", "hang"
     times: int = 1
     hits: int = field(default=0)
+    #: "hang": requests the server holds now (it answers none; each is held for ``HANG_S`` or
+    #: until the proxy stops), so a test can tell that a client gave up before the server did.
+    held: int = field(default=0)
 
 
 class LoopbackServer:
@@ -88,6 +91,11 @@ class LoopbackServer:
         self.stopping.set()
         self._server.shutdown()
         self._server.server_close()
+
+
+#: How long the proxy holds a request it hangs: far longer than any client here waits for one,
+#: so that a request still held when a client returns shows the client did not wait for it.
+HANG_S = 60.0
 
 
 class FaultProxy(LoopbackServer):
@@ -113,12 +121,12 @@ class FaultProxy(LoopbackServer):
                     )
                 proxy._handle(self, self._fault())
 
-            def _fault(self) -> str | None:
+            def _fault(self) -> Fault | None:
                 with proxy.lock:
                     for fault in proxy.faults:
                         if fault.hits < fault.times and re.search(fault.pattern, self.path):
                             fault.hits += 1
-                            return fault.action
+                            return fault
                 return None
 
             do_GET = do_PUT = do_POST = do_HEAD = _any
@@ -135,9 +143,14 @@ class FaultProxy(LoopbackServer):
         return [r for r in self.requests if "/shards/" in r.path]
 
     # -- forwarding ----------------------------------------------------------------------
-    def _handle(self, h: http.server.BaseHTTPRequestHandler, action: str | None) -> None:
-        if action == "hang":
-            self.stopping.wait(60)
+    def _handle(self, h: http.server.BaseHTTPRequestHandler, fault: Fault | None) -> None:
+        action = fault.action if fault else None
+        if fault is not None and action == "hang":
+            with self.lock:
+                fault.held += 1
+            self.stopping.wait(HANG_S)
+            with self.lock:
+                fault.held -= 1
             h.close_connection = True
             return
         if action and action.startswith("status:"):

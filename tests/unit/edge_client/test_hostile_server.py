@@ -12,7 +12,7 @@ import functools
 import json
 import subprocess
 import sys
-import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -203,10 +203,11 @@ def hostile(api):
 
 
 def attack(hostile, scenario, model, tmp_path, *, policy="fixed-compact", **kwargs):
-    """One edit against ``scenario``: (the edit's result or its error, seconds it took)."""
+    """One edit against ``scenario``: (the edit's result or its error, the most requests any one
+    path got). Time is bounded by counts, not by this machine's clock: a request has at most
+    ``TIMEOUT_S`` between bytes and a path at most ``FAST_RETRY.attempts`` tries."""
     cache = tmp_path / "cache"
     kwargs.setdefault("models", lambda _: model)
-    start = time.monotonic()
     try:
         with EdgeSession(
             hostile.url_for(scenario), cache_dir=cache, timeout_s=TIMEOUT_S, retry=FAST_RETRY, **kwargs
@@ -214,10 +215,10 @@ def attack(hostile, scenario, model, tmp_path, *, policy="fixed-compact", **kwar
             outcome = session.edit(load_image(PHOTO), "portrait", policy=policy)
     except SakuraError as exc:
         outcome = exc
-    elapsed = time.monotonic() - start
     outside = [p for p in tmp_path.rglob("*") if p != cache and cache not in p.parents]
     assert outside == [], f"files outside the cache folder: {outside}"
-    return outcome, elapsed
+    tries = Counter(r.path for r in hostile.requests(scenario))
+    return outcome, max(tries.values(), default=0)
 
 
 @pytest.mark.parametrize("policy", ["mpc", "fixed-compact"])
@@ -242,10 +243,10 @@ def test_a_level_name_that_climbs_out_of_the_cache_is_refused(hostile, reference
 def test_numbers_the_model_cannot_take_are_refused_before_any_shard(
     hostile, reference_model, tmp_path, scenario, error
 ):
-    outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
+    outcome, tries = attack(hostile, scenario, reference_model, tmp_path)
     assert isinstance(outcome, error) and isinstance(outcome, EdgeError), outcome
     assert {r.path for r in hostile.requests(scenario)} == {"/v1/templates/portrait/versions/latest/preamble"}
-    assert elapsed < 4 * TIMEOUT_S
+    assert tries == 1  # refused, not retried
 
 
 def test_a_model_name_from_the_network_never_becomes_a_path(hostile, reference_model, tmp_path):
@@ -262,21 +263,21 @@ def test_a_model_name_from_the_network_never_becomes_a_path(hostile, reference_m
 def test_an_endless_body_is_read_no_further_than_the_client_allows(
     hostile, reference_model, tmp_path, scenario, error, match
 ):
-    outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
+    outcome, tries = attack(hostile, scenario, reference_model, tmp_path)
     assert isinstance(outcome, error) and match in str(outcome), outcome
-    assert elapsed < 4 * TIMEOUT_S + 2
+    assert tries <= FAST_RETRY.attempts
 
 
 @pytest.mark.parametrize("scenario", ["drip-manifest", "drip-shard"])
 def test_a_server_dripping_bytes_fails_within_a_few_timeouts(hostile, reference_model, tmp_path, scenario):
-    outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
+    outcome, tries = attack(hostile, scenario, reference_model, tmp_path)
     # one download found too slow, or (several dripping at once) the edit's download deadline
     assert isinstance(outcome, TransportError) and ("too slow" in str(outcome) or "deadline" in str(outcome)), outcome
-    assert elapsed < (FAST_RETRY.attempts + 2) * TIMEOUT_S
+    assert tries <= FAST_RETRY.attempts
 
 
 def test_a_decode_bomb_is_refused_on_its_header(hostile, reference_model, tmp_path):
-    outcome, elapsed = attack(hostile, "bomb", reference_model, tmp_path)
+    outcome, _ = attack(hostile, "bomb", reference_model, tmp_path)
     assert isinstance(outcome, CodecError) and "shape" in str(outcome)
 
 
@@ -289,9 +290,9 @@ def test_a_decode_bomb_is_refused_on_its_header(hostile, reference_model, tmp_pa
     ("redirect-wrong-range", "redirect target sent"),
 ])
 def test_bad_redirects_are_typed_errors_and_fail_fast(hostile, reference_model, tmp_path, scenario, match):
-    outcome, elapsed = attack(hostile, scenario, reference_model, tmp_path)
+    outcome, tries = attack(hostile, scenario, reference_model, tmp_path)
     assert isinstance(outcome, RedirectError) and match in str(outcome).lower(), outcome
-    assert elapsed < 4 * TIMEOUT_S
+    assert tries == 1  # a bad redirect is not retried
     if scenario in ("redirect-200", "redirect-wrong-range"):
         assert len([r for r in hostile.requests(scenario) if r.path.startswith("/target/")]) == 1  # no retries
 

@@ -19,7 +19,7 @@ from sakura.edge_client.policy import FixedPolicy
 from sakura.emulation import TraceLink
 from sakura.emulation.traces import BandwidthTrace
 from sakura.platform.images import load_image
-from tests.edge_servers import ApiServer
+from tests.edge_servers import HANG_S, ApiServer
 from tests.unit.edge_client.test_session import PHOTO
 
 MANIFEST = "/v1/templates/portrait/versions/1/manifest"
@@ -68,33 +68,37 @@ def test_idle_connections_expire():
 
 
 def test_the_first_error_of_any_download_stops_every_stage_at_once(proxy, reference_model):
-    proxy.add(r"/shards/0/", "hang", times=100)
+    """Shard 0 hangs (the client would wait for it for longer than the server holds it); shard
+    1's 404 ends the edit while shard 0's request is still held: nothing waited for it."""
+    hang = proxy.add(r"/shards/0/", "hang", times=100)
     proxy.add(r"/shards/1/", "status:404")
-    with EdgeSession(proxy.url, timeout_s=5.0, models=lambda _: reference_model) as session:
+    with EdgeSession(proxy.url, timeout_s=10 * HANG_S, models=lambda _: reference_model) as session:
         for _ in range(3):  # a fast link already measured: the next request leaves before shard 0 ends
             session.estimator.observe(10_000_000, 0.1)
-        start = time.monotonic()
         with pytest.raises(ServerError) as err:
             session.edit(load_image(PHOTO), "portrait", policy="fixed-full")
+        assert hang.held == 1
     assert err.value.status == 404
-    assert time.monotonic() - start < 1.5  # not after shard 0's 5 s timeouts
 
 
 @pytest.mark.parametrize("hang", [r"/preamble$", r"/shards/"])
-def test_cancel_returns_within_half_a_second_from_a_server_that_never_answers(proxy, reference_model, hang):
-    proxy.add(hang, "hang", times=100)
-    cancel, cancelled_at = threading.Event(), []
+def test_cancel_returns_from_a_server_that_never_answers_without_waiting_for_it(proxy, reference_model, hang):
+    """The server holds the request far longer than the client's own timeout would let it wait;
+    the edit returns on cancel while the request is still held. (How soon after the press it
+    returns is a latency of this machine, not asserted here.)"""
+    fault = proxy.add(hang, "hang", times=100)
+    cancel = threading.Event()
 
-    def press_cancel() -> None:
-        cancelled_at.append(time.monotonic())
+    def press_cancel_once_held() -> None:
+        while not fault.held and not cancel.is_set():
+            time.sleep(0.01)
         cancel.set()
 
-    threading.Timer(0.3, press_cancel).start()
-    with EdgeSession(proxy.url, timeout_s=10.0, models=lambda _: reference_model) as session:
+    threading.Thread(target=press_cancel_once_held, daemon=True).start()
+    with EdgeSession(proxy.url, timeout_s=10 * HANG_S, models=lambda _: reference_model) as session:
         with pytest.raises(EditCancelled):
             session.edit(load_image(PHOTO), "portrait", policy="fixed-full", cancel=cancel)
-        returned_at = time.monotonic()
-    assert returned_at - cancelled_at[0] < 0.5
+        assert fault.held >= 1
 
 
 class _RoguePolicy(FixedPolicy):
@@ -132,11 +136,10 @@ def test_closing_the_transport_mid_download_stops_it_and_leaks_no_connection(api
     thread = threading.Thread(target=download)
     thread.start()
     time.sleep(0.3)
-    closed_at = time.monotonic()
     transport.close()
-    thread.join(timeout=5)
-    assert time.monotonic() - closed_at < 0.5
-    assert isinstance(outcome[0], TransportError) and "closed" in str(outcome[0])
+    thread.join(timeout=60)  # a hang guard: the download itself would take ~2 s more
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], TransportError) and "closed" in str(outcome[0])  # stopped, not finished
     port = int(api.url.rsplit(":", 1)[1])
     open_to_server = [c for c in psutil.Process().net_connections("tcp")
                       if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED]
