@@ -40,8 +40,9 @@ def model():
 
 
 @pytest.fixture(scope="module")
-def service(ray_cluster, s3_server):
-    uri = f"s3://{s3_server.new_bucket()}/lib?endpoint={s3_server.endpoint}"
+def service(ray_cluster, seaweed_server):
+    """The service on SeaweedFS: in redirect mode the phone follows presigned GETs to the real server."""
+    uri = f"s3://{seaweed_server.new_bucket()}/lib?endpoint={seaweed_server.endpoint}"
     make_library(uri, [TEMPLATE_IMAGE], template_id="portrait", model="reference", steps=4)
     with serve_apps({"/": {"store": uri}, "/redirect": {"store": uri, "mode": "redirect"}}) as base:
         yield base, int(base.rsplit(":", 1)[1])

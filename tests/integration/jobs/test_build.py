@@ -1,4 +1,4 @@
-"""The build job against real Ray, on local disk and on S3 (a real moto HTTP server)."""
+"""The build job against real Ray, on local disk and on S3 (SeaweedFS, a real S3 server)."""
 
 from __future__ import annotations
 
@@ -49,11 +49,11 @@ def run(spec: Path, store: str, cluster, *extra: str) -> int:
                   "--ray-address", cluster.address, "--calibration", "1", *extra])
 
 
-@pytest.mark.parametrize("backend", ["file", "s3"])
+@pytest.mark.parametrize("backend", ["file", "s3-seaweedfs"])
 def test_build_publishes_skips_unchanged_and_versions_only_what_changed(
     backend, tmp_path, ray_cluster, request, capsys
 ):
-    store = f"file://{tmp_path}/lib" if backend == "file" else request.getfixturevalue("s3_uri")
+    store = f"file://{tmp_path}/lib" if backend == "file" else request.getfixturevalue("seaweed_uri")
     spec = write_spec(tmp_path, {"tpl-a": "skimage:brick", "tpl-b": "skimage:coffee", "tpl-c": "skimage:lfw_subset/85"})
     assert run(spec, store, ray_cluster) == 0
     library = check_library(store)
@@ -76,13 +76,13 @@ def test_build_publishes_skips_unchanged_and_versions_only_what_changed(
     check_library(store)
 
 
-def test_pyarrow_reads_the_s3_library_without_sakura(tmp_path, ray_cluster, s3_server, s3_uri):
+def test_pyarrow_reads_the_s3_library_without_sakura(tmp_path, ray_cluster, seaweed_server, seaweed_uri):
     import pyarrow.parquet as pq
 
     spec = write_spec(tmp_path, {"tpl-a": "skimage:brick"})
-    assert run(spec, s3_uri, ray_cluster) == 0
-    client = s3_server.client()
-    bucket = s3_uri.split("/")[2]
+    assert run(spec, seaweed_uri, ray_cluster) == 0
+    client = seaweed_server.client()
+    bucket = seaweed_uri.split("/")[2]
     import json
 
     manifest_key = "lib/templates/tpl-a/versions/1/manifest.json"

@@ -1,4 +1,5 @@
-"""Folder listings (what a catalogue page reads) on local directories and S3 (a moto server)."""
+"""Folder listings (what a catalogue page reads) on local directories and S3: SeaweedFS, a real
+server that lists by entry name, and moto, which lists in key order as AWS does."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from sakura.platform.store import ObjectStore, open_store
 KEYS = ["t/a/1", "t/a/x/2", "t/a.b/1", "t/a0/1", "t/b/1", "t/b/2", "t/file", "u/c/1"]
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3-seaweedfs", "s3-moto"])
 def store(request, tmp_path):
-    uri = f"file://{tmp_path}/root" if request.param == "file" else request.getfixturevalue("s3_uri")
+    """Local disk; SeaweedFS (lists by entry name); moto (lists in key order, as AWS)."""
+    uris = {"s3-seaweedfs": "seaweed_uri", "s3-moto": "s3_uri"}
+    uri = f"file://{tmp_path}/root" if request.param == "file" else request.getfixturevalue(uris[request.param])
     store = open_store(uri)
     for key in KEYS:
         store.put(key, b"x")
@@ -34,3 +37,24 @@ def test_folders_come_in_folder_order_after_a_cursor_and_up_to_a_limit(store, af
 
 def test_a_missing_folder_has_no_folders(store):
     assert store.list_folders("nothing/") == []
+
+
+NAMES = ["face", "face-swap", "face-swap-v2", "face.v2", "face0", "face_x", "facea", "f", "f-", "g"]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 1000])
+def test_paging_folders_by_cursor_returns_each_once_in_folder_order(store, limit):
+    """Names that are prefixes of others followed by "-" or ".": S3 lists their common prefixes in
+    key order ("face-swap/" before "face/") and SeaweedFS by entry name ("face" first), and each
+    starts after a cursor its own way; every page walk must see every folder once, in folder order."""
+    for name in NAMES:
+        store.put(f"p/{name}/manifest.json", b"x")
+    pages, after = [], ""
+    while True:
+        page = store.list_folders("p/", after=after, limit=limit)
+        assert len(page) <= limit
+        if not page:
+            break
+        pages += page
+        after = page[-1]
+    assert pages == sorted(NAMES, key=lambda n: n + "/")

@@ -1,4 +1,7 @@
-"""The shard service on a real Ray Serve instance, reading a library from a real S3 server (moto)."""
+"""The shard service on a real Ray Serve instance, reading a library from an S3 server: moto here,
+because the outage test stops the server under the running service and starts it again with its
+data (moto keeps its backend in process; the build, folder, contract, race and edge-service
+suites run on SeaweedFS)."""
 
 from __future__ import annotations
 

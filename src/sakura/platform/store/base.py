@@ -69,6 +69,28 @@ def folder_after(name: str, after: str) -> bool:
     return not after or name + "/" > after + "/"
 
 
+def folder_key(name: str) -> str:
+    """What folder order sorts by: the name and its "/" (S3's order of common prefixes)."""
+    return name + "/"
+
+
+def cursor_prefixes(after: str) -> list[str]:
+    """The folders that may come after ``after`` in folder order yet before it in name order: its
+    own prefixes where it goes on with a character that sorts before "/" ("a" for "a.b", since
+    "a/" > "a.b/"). A server that lists by entry name (SeaweedFS) starts after ``after`` by name
+    and never returns them, so a listing asks for each."""
+    return [after[:i] for i in range(1, len(after)) if after[i] < "/"]
+
+
+def listing_complete(chosen: Sequence[str], last: str) -> bool:
+    """Whether a folder listing read up to ``last`` (in the server's order) holds every folder that
+    comes before one of ``chosen`` in folder order. Only an extension of a chosen name ("a.b" of
+    "a") can come before it in folder order and after it in name order, and a server that lists
+    by name returns those right after it: so unless ``last`` is a chosen name or one of its
+    extensions, nothing still to come sorts before the chosen ones."""
+    return not any(last == n or (last.startswith(n) and last[len(n)] < "/") for n in chosen)
+
+
 class ObjectStore(abc.ABC):
     """A flat key space under one root URI."""
 
@@ -105,14 +127,12 @@ class ObjectStore(abc.ABC):
         (the order of ``name + "/"``, as S3 lists common prefixes), those after the folder
         ``after`` only, at most ``limit``. This default reads every key under ``prefix``; stores
         override it with a listing that costs what the page holds."""
-        names: list[str] = []
-        for obj in self.list(prefix):
+        names: set[str] = set()
+        for obj in self.list(prefix):  # in whatever order the store lists keys
             name, sep, _ = obj.key[len(prefix):].partition("/")
-            if sep and folder_after(name, after) and (not names or names[-1] != name):
-                names.append(name)
-                if len(names) == limit:
-                    break
-        return names
+            if sep and folder_after(name, after):
+                names.add(name)
+        return sorted(names, key=folder_key)[:limit]
 
     @abc.abstractmethod
     def delete(self, key: str) -> None:

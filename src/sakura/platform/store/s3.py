@@ -21,6 +21,10 @@ from sakura.platform.store.base import (
     StoreError,
     TransientStoreError,
     check_key,
+    cursor_prefixes,
+    folder_after,
+    folder_key,
+    listing_complete,
 )
 
 _TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling",
@@ -114,21 +118,30 @@ class S3Store(ObjectStore):
                 yield ObjectInfo(obj["Key"][strip:], int(obj["Size"]), obj["ETag"])
 
     def list_folders(self, prefix: str, *, after: str = "", limit: int = 1000) -> Sequence[str]:
+        """Servers list common prefixes in key order (AWS) or by entry name (SeaweedFS), and start
+        after a key or after an entry name: asking from ``after`` itself, with its prefixes that
+        folder order puts after it asked for apiece (:func:`cursor_prefixes`), and reading on
+        until nothing still to come can sort before the page (:func:`listing_complete`), gives
+        the same page from either."""
         full = f"{self.prefix}/{prefix}" if self.prefix else prefix
-        # Keys under after/ all sort before after + "0" ("0" follows "/"): start there.
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, "Delimiter": "/",
-                                  "MaxKeys": min(limit, 1000)}
-        if after:
-            kwargs["StartAfter"] = full + after + "0"
-        names: list[str] = []
+                                  "MaxKeys": min(limit + 1, 1000)}
         with self._errors(prefix or "/"):
-            while len(names) < limit:
+            names = {p for p in cursor_prefixes(after) if self._has_folder(full + p + "/")}
+            if after:
+                kwargs["StartAfter"] = full + after
+            while True:
                 page = self._client.list_objects_v2(**kwargs)
-                names += [p["Prefix"][len(full):].rstrip("/") for p in page.get("CommonPrefixes", [])]
-                if not page.get("IsTruncated"):
-                    break
+                listed = [p["Prefix"][len(full):].rstrip("/") for p in page.get("CommonPrefixes", [])]
+                names.update(n for n in listed if folder_after(n, after))
+                chosen = sorted(names, key=folder_key)[:limit]
+                done = len(chosen) == limit and bool(listed) and listing_complete(chosen, listed[-1])
+                if done or not page.get("IsTruncated"):
+                    return chosen
                 kwargs["ContinuationToken"] = page["NextContinuationToken"]
-        return names[:limit]
+
+    def _has_folder(self, full_prefix: str) -> bool:
+        return bool(self._client.list_objects_v2(Bucket=self.bucket, Prefix=full_prefix, MaxKeys=1).get("KeyCount"))
 
     def delete(self, key: str) -> None:
         with self._errors(key):
