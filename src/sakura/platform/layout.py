@@ -6,7 +6,8 @@ templates/<id>/versions/<version>/<level>.parquet      one row group per shard
 templates/<id>/versions/<version>/importance.npz       scores, to re-encode without recapture
 templates/<id>/versions/<version>/claim.json           reserves the number; written first, never deleted
 templates/<id>/versions/<version>/retired.json         gc's retirement mark (library.py); never deleted
-templates/<id>/aliases/<alias>.json                    {"version": N}
+templates/<id>/aliases/<alias>/<seq>.json              {"version": N}: the newest record is the alias
+templates/<id>/aliases/<alias>.json                    an alias from before the log (alias_log.py)
 ```
 """
 

@@ -9,7 +9,8 @@ or building -> abandoned.
 2. write the level files (each to its tier) and the importance scores, all create-only;
 3. swap the claim to ``publishing``, then write ``manifest.json`` create-only: the version
    becomes visible, complete, at this instant;
-4. move ``latest`` forward by compare-and-swap, then swap the claim to ``published``.
+4. move ``latest`` forward (a create-only record: :mod:`~sakura.platform.alias_log`), then swap
+   the claim to ``published``.
 
 A crash before 3 leaves an invisible orphan. Once its lease is older than ``ORPHAN_GRACE_S``,
 :meth:`TemplateLibrary.clean_orphans` swaps the claim to ``abandoned`` and deletes the files.
@@ -24,9 +25,10 @@ rerun completes it (:meth:`TemplateLibrary.finish_publish`); it never touches ``
 Retirement (``retired.json``: retired <-> reinstated, retired -> deleting, which is final).
 gc marks an old unaliased version ``retired``; once the mark is older than the grace period it
 swaps the mark to ``deleting``, re-reads every alias and deletes only if none points at the
-version. Every alias move mirrors it: swap the alias, then read the mark; ``retired`` is swapped
-to ``reinstated`` (the grace period restarts once the version is unaliased again) and
-``deleting`` makes the mover undo its swap by compare-and-swap and raise :class:`VersionRetired`.
+version. Every alias move mirrors it: write the alias's next record, then read the mark;
+``retired`` is swapped to ``reinstated`` (the grace period restarts once the version is
+unaliased again) and ``deleting`` makes the mover take its record back and raise
+:class:`VersionRetired`.
 No alias can end on a deleted version, because both sides write, then read the other's object:
 gc read the aliases after the mark became ``deleting``, which it never leaves, so an alias swap
 that read missed happened later, and the mover's read of the mark, later still, sees
@@ -45,7 +47,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from sakura.platform import layout
+from sakura.platform import alias_log, layout
 from sakura.platform.errors import (  # the library's errors, importable from here as before
     AliasUnreadable,
     LibraryError,
@@ -156,13 +158,9 @@ class TemplateLibrary:
 
     def aliases(self, template_id: str) -> dict[str, int]:
         out = {}
-        prefix = layout.template_prefix(template_id) + "aliases/"
-        for obj in self.store.list(prefix):
-            name = obj.key[len(prefix):].removesuffix(".json")
-            try:
-                out[name] = AliasDoc.from_bytes(self.store.get(obj.key)).version
-            except (NotFound, ManifestError):
-                continue
+        for name, found in alias_log.heads(self.store, template_id).items():
+            with contextlib.suppress(ManifestError):
+                out[name] = AliasDoc.from_bytes(found.data or b"").version
         return out
 
     def resolve(self, template_id: str, ref: int | str) -> int:
@@ -170,12 +168,12 @@ class TemplateLibrary:
         number = layout.version_ref(ref)
         if number is not None:
             return number
-        try:
-            return AliasDoc.from_bytes(self.store.get(layout.alias_key(template_id, str(ref)))).version
-        except NotFound:
+        found = alias_log.head(self.store, template_id, str(ref))
+        if found.data is None:
             if not self._has_versions(template_id):
                 raise UnknownTemplate(template_id) from None
             raise LibraryError(f"template {template_id!r} has no alias {ref!r}") from None
+        return AliasDoc.from_bytes(found.data).version
 
     def _has_versions(self, template_id: str) -> bool:
         """Whether ``template_id`` has a published version; False if the listing finds no root (a
@@ -329,23 +327,20 @@ class TemplateLibrary:
 
     def _swap_alias(self, template_id: str, alias: str, version: int, should_move: Callable[[int | None], bool],
                     *, force: bool = False) -> None:
-        key = layout.alias_key(template_id, alias)
+        """Read the alias's newest record, decide, and write the next one create-only
+        (:mod:`~sakura.platform.alias_log`); another mover wrote it first: read and decide again."""
         while True:
-            try:
-                old, etag = self.store.get_with_etag(key)
-            except NotFound:
-                old, etag = None, None
-            current = None if old is None else self._alias_version(template_id, alias, old, force)
+            found = alias_log.head(self.store, template_id, alias)
+            current = None if found.data is None else self._alias_version(template_id, alias, found.data, force)
             if current != 0 and not should_move(current):
                 return
-            try:
-                ours = self.store.swap(key, AliasDoc(version=version).to_bytes(), etag).etag
-            except (PreconditionFailed, AlreadyExists):
-                continue  # somebody moved it meanwhile: re-read and decide again
+            seq = alias_log.append(self.store, template_id, alias, found, version)
+            if seq is None:
+                continue
             if current == 0:
                 log.warning("alias %r of template %r was unreadable; overwritten by force with version %d",
                             alias, template_id, version)
-            return self._confirm_alias(template_id, version, key, old, ours)
+            return self._confirm_alias(template_id, alias, version, seq)
 
     @staticmethod
     def _alias_version(template_id: str, alias: str, data: bytes, force: bool) -> int:
@@ -358,17 +353,12 @@ class TemplateLibrary:
             raise AliasUnreadable(f"alias {alias!r} of template {template_id!r} is unreadable ({exc}); overwrite it "
                                   f"explicitly with `sakura alias set {template_id} {alias} VERSION --force`") from None
 
-    def _confirm_alias(self, template_id: str, version: int, key: str, old: bytes | None, ours: str) -> None:
-        """After moving an alias onto ``version``: reinstate it if retired; undo if being deleted."""
+    def _confirm_alias(self, template_id: str, alias: str, version: int, seq: int) -> None:
+        """After moving an alias onto ``version`` (record ``seq``): reinstate it if retired; take
+        the move back if it is being deleted."""
         if reinstate(self.store, template_id, version) != DELETING:
             return
-        if old is None:
-            current = self.store.head(key)
-            if current is not None and current.etag == ours:
-                self.store.delete(key)
-        else:
-            with contextlib.suppress(PreconditionFailed):
-                self.store.put_if_match(key, old, ours)
+        alias_log.retract(self.store, template_id, alias, seq)
         raise VersionRetired(f"template {template_id!r} version {version} is being deleted by gc; "
                              "the alias was not moved")
 
@@ -430,13 +420,12 @@ class TemplateLibrary:
     def _alias_targets(self, template_id: str) -> set[int] | None:
         """Versions some alias points at; None if an alias is unreadable (it may point anywhere)."""
         out = set()
-        for obj in self.store.list(layout.template_prefix(template_id) + "aliases/"):
+        for name, found in alias_log.heads(self.store, template_id).items():
             try:
-                out.add(AliasDoc.from_bytes(self.store.get(obj.key)).version)
-            except NotFound:
-                continue
+                out.add(AliasDoc.from_bytes(found.data or b"").version)
             except ManifestError:
-                log.warning("gc: %s is unreadable; %r keeps every version until it is repaired", obj.key, template_id)
+                log.warning("gc: alias %r is unreadable; %r keeps every version until it is repaired",
+                            name, template_id)
                 return None
         return out
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from sakura.cli import main as cli
-from sakura.platform import layout
+from sakura.platform import alias_log, layout
 from sakura.platform.library import (
     AliasUnreadable,
     ClaimAbandoned,
@@ -130,10 +130,15 @@ def _mark(lib, version):
     return json.loads(lib.store.get(layout.retired_key("tpl", version)))
 
 
+def _newest(lib, template_id: str, alias: str) -> str:
+    """The key of the alias's newest record (what it points at)."""
+    return alias_log.record_key(template_id, alias, alias_log.head(lib.store, template_id, alias).seq)
+
+
 def test_a_truncated_alias_is_repaired_only_with_force_which_is_logged(bare, caplog, capsys):
     lib, uri = bare
     put_version(lib, "tpl"), put_version(lib, "tpl")
-    key = layout.alias_key("tpl", "latest")
+    key = _newest(lib, "tpl", "latest")
     lib.store.put(key, lib.store.get(key)[:5])  # truncated
     with pytest.raises(AliasUnreadable, match="--force"):
         lib.set_alias("tpl", "latest", 1)
@@ -143,30 +148,68 @@ def test_a_truncated_alias_is_repaired_only_with_force_which_is_logged(bare, cap
         lib.set_alias("tpl", "latest", 1, force=True)
     assert lib.resolve("tpl", "latest") == 1
     assert any(r.name == "sakura.library" and "unreadable" in r.getMessage() for r in caplog.records)
-    lib.store.put(key, b"{")
+    lib.store.put(_newest(lib, "tpl", "latest"), b"{")
     assert cli(["alias", "set", "tpl", "latest", "2", "--force", "--store", uri]) == 0
     assert lib.resolve("tpl", "latest") == 2
 
 
-def test_a_forced_overwrite_is_still_compare_and_swap(bare):
+def test_a_forced_overwrite_still_writes_the_next_record_create_only(bare):
+    """Another operator repairs the alias between our read and our write: our record number is
+    taken, so we read again and move from the repaired alias (never over it)."""
     lib, uri = bare
     put_version(lib, "tpl"), put_version(lib, "tpl"), put_version(lib, "tpl")
-    key = layout.alias_key("tpl", "stable")
-    lib.store.put(key, b"garbage")
+    lib.store.put(alias_log.record_key("tpl", "stable", 1), b"garbage")
     inner, writes = open_store(uri), []
 
-    def repair_first(op, k):  # another operator repairs the alias between our read and our swap
-        if k == key:
+    def repair_first(op, k):
+        if "/aliases/stable/" in k:
             writes.append(op)
-            if inner.get(key) == b"garbage":
-                inner.put(key, b'{"version": 1}')
+            if alias_log.head(inner, "tpl", "stable").data == b"garbage":
+                inner.put_if_absent(alias_log.record_key("tpl", "stable", 2), b'{"version": 1}')
 
     racing = TemplateLibrary(Faulty(inner, hook=repair_first))
     racing.set_alias("tpl", "stable", 2, force=True)
-    assert writes == ["put_if_match", "put_if_match"]  # the garbage's ETag was stale: re-read, then moved
-    assert lib.resolve("tpl", "stable") == 2
+    assert writes[:2] == ["put_if_absent", "put_if_absent"]  # record 2 was taken: re-read, then record 3
+    assert lib.resolve("tpl", "stable") == 2 and alias_log.head(lib.store, "tpl", "stable").seq == 3
     racing.set_alias("tpl", "stable", 3, force=True)  # readable now: an ordinary move
     assert lib.resolve("tpl", "stable") == 3
+
+
+def test_an_alias_from_before_the_log_is_read_and_moved_on_from(bare):
+    """A library written before the log: its alias document is the alias until the first move,
+    which writes record 1 from it."""
+    lib, _ = bare
+    put_version(lib, "tpl"), put_version(lib, "tpl")
+    lib.store.put(layout.alias_key("tpl", "old"), b'{"version": 1}')
+    assert lib.resolve("tpl", "old") == 1 and lib.aliases("tpl")["old"] == 1
+    lib.advance_alias("tpl", "old", 2)
+    assert lib.resolve("tpl", "old") == 2 and alias_log.head(lib.store, "tpl", "old").seq == 1
+    lib.advance_alias("tpl", "old", 1)  # never backwards
+    assert lib.resolve("tpl", "old") == 2
+
+
+def test_aliases_need_no_compare_and_swap(bare):
+    """Every alias move is a create-only write: a store whose compare-and-swap is not to be
+    trusted (SeaweedFS's If-Match) is never asked for one by an alias move."""
+    lib, uri = bare
+    put_version(lib, "tpl"), put_version(lib, "tpl"), put_version(lib, "tpl")
+    ops: list[tuple[str, str]] = []
+    moving = TemplateLibrary(Faulty(open_store(uri), hook=lambda op, k: ops.append((op, k))))
+    moving.set_alias("tpl", "stable", 1)
+    moving.set_alias("tpl", "stable", 3)
+    moving.advance_alias("tpl", "latest", 3)
+    assert [op for op, k in ops if "/aliases/" in k] == ["put_if_absent", "put_if_absent"]
+    assert moving.aliases("tpl") == {"latest": 3, "stable": 3}
+
+
+def test_old_records_are_pruned_and_record_numbers_only_grow(bare):
+    lib, _ = bare
+    put_version(lib, "tpl"), put_version(lib, "tpl")
+    for i in range(3 * alias_log.KEEP):
+        lib.set_alias("tpl", "flip", 1 + i % 2)
+    seqs = [int(o.key.rsplit("/", 1)[1].removesuffix(".json")) for o in lib.store.list("templates/tpl/aliases/flip/")]
+    assert max(seqs) == 3 * alias_log.KEEP and len(seqs) <= alias_log.KEEP + 1
+    assert lib.resolve("tpl", "flip") == 2
 
 
 def test_gc_keeps_a_version_for_the_grace_period_after_it_stops_being_aliased(bare):
@@ -200,14 +243,14 @@ def test_an_alias_moved_onto_a_version_gc_is_deleting_is_undone(bare):
     inner = open_store(uri)
     deleting = Retirement("deleting", time.time()).to_bytes()
 
-    def gc_commits_first(op, key):  # gc swaps v1's mark to "deleting" just before our alias swap
-        if key.endswith("/aliases/stable.json") or key.endswith("/aliases/fresh.json"):
+    def gc_commits_first(op, key):  # gc swaps v1's mark to "deleting" just before our alias move
+        if "/aliases/stable/" in key or "/aliases/fresh/" in key:
             inner.put(layout.retired_key("tpl", 1), deleting)
 
     racing = TemplateLibrary(Faulty(inner, hook=gc_commits_first))
     with pytest.raises(VersionRetired):
         racing.set_alias("tpl", "stable", 1)
-    assert lib.resolve("tpl", "stable") == 2  # undone by compare-and-swap
+    assert lib.resolve("tpl", "stable") == 2  # undone: the mover took its record back
     with pytest.raises(VersionRetired):
         racing.set_alias("tpl", "fresh", 1)
     assert "fresh" not in lib.aliases("tpl")  # a new alias is removed again
@@ -219,7 +262,7 @@ def test_gc_deletes_nothing_while_an_alias_is_unreadable(bare):
     lib, _ = bare
     for _ in range(3):
         put_version(lib, "tpl")
-    lib.store.put(layout.alias_key("tpl", "stable"), b'{"vers')  # it may have pointed at v1
+    lib.store.put(alias_log.record_key("tpl", "stable", 1), b'{"vers')  # it may have pointed at v1
     assert lib.gc("tpl", keep=1, grace_s=0) == []
     assert lib.versions("tpl") == [1, 2, 3]
 
