@@ -89,7 +89,8 @@ def test_the_phone_library_has_a_small_public_face():
 
     assert len(edge.__all__) <= 15 and all(hasattr(edge, name) for name in edge.__all__)
     public = {m.name for m in pkgutil.iter_modules(edge.__path__) if not m.name.startswith("_")}
-    assert public == {"device", "errors", "estimator", "fetch_loop", "link", "planning", "policy", "timeline"}, public
+    assert public == {"device", "errors", "estimator", "fetch_loop", "late_download", "link", "planning", "policy",
+                      "timeline"}, public
 
 
 

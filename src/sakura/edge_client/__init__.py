@@ -9,8 +9,9 @@ The public face is what an app needs: the session, its result and timeline, the 
 registry (and what a policy is handed), the retry and URL policies, and the errors (every one
 an :class:`EdgeError`; each type in :mod:`sakura.edge_client.errors`). The
 public submodules are extension points: :mod:`~sakura.edge_client.policy` (policies),
-:mod:`~sakura.edge_client.planning` and :mod:`~sakura.edge_client.fetch_loop` (the timing core
-and the fetch stage's decisions, which the simulator drives too),
+:mod:`~sakura.edge_client.planning`, :mod:`~sakura.edge_client.fetch_loop` and
+:mod:`~sakura.edge_client.late_download` (the timing core, the fetch stage's decisions and the
+compute stage's extend rule, which the simulator drives too),
 :mod:`~sakura.edge_client.estimator`, :mod:`~sakura.edge_client.timeline`,
 :mod:`~sakura.edge_client.link` and :mod:`~sakura.edge_client.device` (where an emulator hooks
 the network and the compute). Modules and packages named ``_*`` are internal (``_http``: the
