@@ -120,5 +120,11 @@ def retract(store: ObjectStore, template_id: str, alias: str, seq: int) -> bool:
 
 
 def _seqs(store: ObjectStore, prefix: str) -> list[int]:
-    found = (_RECORD.fullmatch(obj.key[len(prefix):]) for obj in store.list(prefix))
+    """The record numbers under ``prefix``; none where the store has no root to list (a missing
+    bucket reads as no alias, as a missing alias document did: the caller's outage check says why)."""
+    try:
+        keys = [obj.key for obj in store.list(prefix)]
+    except NotFound:
+        return []
+    found = (_RECORD.fullmatch(key[len(prefix):]) for key in keys)
     return sorted(int(m.group(1)) for m in found if m is not None)
