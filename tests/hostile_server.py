@@ -86,6 +86,31 @@ class HostileServer(LoopbackServer):
         return json.loads(body)
 
 
+# -- building scenarios: (server, handler, path) -> True when answered ---------------------------
+def is_manifest(path: str) -> bool:
+    """A request for the manifest, alone or in a preamble."""
+    return path.split("?")[0].endswith(("/manifest", "/preamble"))
+
+
+def is_shard(path: str) -> bool:
+    return "/shards/" in path
+
+
+def when(match: Callable[[str], bool], act: Callable[[HostileServer, Handler, str], object]) -> Scenario:
+    """A scenario answering the requests ``match`` accepts with ``act(server, handler, path)``."""
+    def scenario(s: HostileServer, h: Handler, path: str) -> bool:
+        if not match(path):
+            return False
+        act(s, h, path)
+        return True
+    return scenario
+
+
+def on_manifest(patch: Callable[[dict], dict]) -> Scenario:
+    """A scenario answering manifest requests with the genuine manifest after ``patch``."""
+    return when(is_manifest, lambda s, h, path: send_json(h, patch(s.manifest())))
+
+
 # -- building answers ---------------------------------------------------------------------------
 def send(h: Handler, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
     h.send_response(status)

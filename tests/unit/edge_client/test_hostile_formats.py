@@ -8,8 +8,8 @@ import pytest
 
 from sakura.edge_client import EditResult
 from sakura.edge_client.errors import ConfigError
-from tests.hostile_server import HostileServer
-from tests.unit.edge_client.test_hostile_server import attack, on_manifest
+from tests.hostile_server import HostileServer, on_manifest
+from tests.unit.edge_client.test_hostile_server import attack
 
 
 def _later_format(manifest: dict, *levels: str) -> dict:

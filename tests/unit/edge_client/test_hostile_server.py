@@ -26,7 +26,19 @@ from sakura.platform import http_api
 from sakura.platform.errors import CodecError, SakuraError, UnknownModel
 from sakura.platform.images import load_image
 from sakura.platform.manifest import ManifestError
-from tests.hostile_server import HostileServer, drip, endless, rename_level, send, send_json, with_payload
+from tests.hostile_server import (
+    HostileServer,
+    drip,
+    endless,
+    is_manifest,
+    is_shard,
+    on_manifest,
+    rename_level,
+    send,
+    send_json,
+    when,
+    with_payload,
+)
 from tests.unit.edge_client.test_session import PHOTO, exact_output
 
 TIMEOUT_S = 0.5
@@ -57,30 +69,7 @@ def bomb_payload() -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
-# -- scenarios: (server, handler, path) -> True when answered ------------------------------------
-def is_manifest(path: str) -> bool:
-    """A request for the manifest, alone or in a preamble."""
-    return path.split("?")[0].endswith(("/manifest", "/preamble"))
-
-
-def is_shard(path: str) -> bool:
-    return "/shards/" in path
-
-
-def when(match, act):
-    """A scenario answering the requests ``match`` accepts with ``act(server, handler, path)``."""
-    def scenario(s: HostileServer, h, path: str) -> bool:
-        if not match(path):
-            return False
-        act(s, h, path)
-        return True
-    return scenario
-
-
-def on_manifest(patch):
-    return when(is_manifest, lambda s, h, path: send_json(h, patch(s.manifest())))
-
-
+# -- scenarios: (server, handler, path) -> True when answered (builders: tests.hostile_server) --
 def _set(manifest: dict, **fields) -> dict:
     return {**manifest, **fields}
 
