@@ -30,6 +30,7 @@ def test_the_policy_moves_later_shards_smaller_and_stalls_less_than_fixed_full(m
     sim = EditSimulator(g, load_trace(TRACE), STEP_AT, rtt_s=RTT_S, warm_template=True)
     full, mpc = sim.pipelined(make_policy("fixed-full"), "full"), sim.pipelined(make_policy("mpc"), "mpc")
     rank = {"compact": 0, "medium": 1, "full": 2}
+    # stall_s: seconds of the simulator's virtual time on the trace, not of this machine
     assert full.stall_s > 0.2  # the drop hurts a client that does not adapt
     early, late = [rank[lv] for lv in mpc.levels[:3]], [rank[lv] for lv in mpc.levels[3:]]
     assert max(early) == 2 and min(late) < 2, mpc.levels  # full while it was fast, smaller after the drop

@@ -178,4 +178,5 @@ def test_the_simulated_compute_stage_rejudges_a_download_that_stalls_and_compute
     level = shard.abandoned[0]
     assert 0 < shard.bytes < klein.sizes[level][shard.index]  # part-way
     rest_s = (klein.sizes[level][shard.index] - shard.bytes) * 8 / 2e6
+    # simulated seconds (the trace's virtual time), not this machine's
     assert edit.latency_s < stall.end + 5 < stall.end + rest_s
