@@ -68,28 +68,27 @@ def head(store: ObjectStore, template_id: str, alias: str) -> AliasHead:
             continue
 
 
-def heads(store: ObjectStore, template_id: str) -> dict[str, AliasHead]:
-    """Every alias of ``template_id`` with its newest record (one listing, one read per alias)."""
+def heads(store: ObjectStore, template_id: str) -> dict[str, bytes]:
+    """Every alias of ``template_id`` and its newest record's bytes (one listing, one read per alias)."""
     prefix = layout.template_prefix(template_id) + "aliases/"
     newest: dict[str, int] = {}
     for obj in store.list(prefix):
-        rest = obj.key[len(prefix):]
-        name, sep, record = rest.partition("/")
-        if not layout.ALIAS_PATTERN.fullmatch(name.removesuffix(".json") if not sep else name):
-            continue
-        if not sep:
-            newest.setdefault(name.removesuffix(".json"), 0)
-        elif (m := _RECORD.fullmatch(record)) is not None:
+        name, sep, record = obj.key[len(prefix):].partition("/")
+        if not sep:  # a document from before the log
+            name = name.removesuffix(".json")
+            if layout.ALIAS_PATTERN.fullmatch(name):
+                newest.setdefault(name, 0)
+        elif layout.ALIAS_PATTERN.fullmatch(name) and (m := _RECORD.fullmatch(record)) is not None:
             newest[name] = max(newest.get(name, 0), int(m.group(1)))
     out = {}
     for name, seq in sorted(newest.items()):
         try:
             key = record_key(template_id, name, seq) if seq else layout.alias_key(template_id, name)
-            out[name] = AliasHead(seq, store.get(key))
+            out[name] = store.get(key)
         except NotFound:  # moved on meanwhile: read it alone
             found = head(store, template_id, name)
             if found.data is not None:
-                out[name] = found
+                out[name] = found.data
     return out
 
 

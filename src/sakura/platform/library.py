@@ -158,9 +158,9 @@ class TemplateLibrary:
 
     def aliases(self, template_id: str) -> dict[str, int]:
         out = {}
-        for name, found in alias_log.heads(self.store, template_id).items():
+        for name, data in alias_log.heads(self.store, template_id).items():
             with contextlib.suppress(ManifestError):
-                out[name] = AliasDoc.from_bytes(found.data or b"").version
+                out[name] = AliasDoc.from_bytes(data).version
         return out
 
     def resolve(self, template_id: str, ref: int | str) -> int:
@@ -420,9 +420,9 @@ class TemplateLibrary:
     def _alias_targets(self, template_id: str) -> set[int] | None:
         """Versions some alias points at; None if an alias is unreadable (it may point anywhere)."""
         out = set()
-        for name, found in alias_log.heads(self.store, template_id).items():
+        for name, data in alias_log.heads(self.store, template_id).items():
             try:
-                out.add(AliasDoc.from_bytes(found.data or b"").version)
+                out.add(AliasDoc.from_bytes(data).version)
             except ManifestError:
                 log.warning("gc: alias %r is unreadable; %r keeps every version until it is repaired",
                             name, template_id)

@@ -146,7 +146,3 @@ class ObjectStore(abc.ABC):
         """Whether the store's root (a directory, a bucket) exists. Read-only: unlike
         :meth:`check_reachable`, never creates it. A store with no root to check answers True."""
         return True
-
-    def swap(self, key: str, data: bytes, etag: str | None) -> ObjectInfo:
-        """Create when ``etag`` is None, else compare-and-swap."""
-        return self.put_if_absent(key, data) if etag is None else self.put_if_match(key, data, etag)
