@@ -63,10 +63,13 @@ def test_adaptation_on_a_kernel_shaped_link(service, model):
     _, port = service
     device = PacedDevice(LAYER_S)
     full, mpc = (kernel_edit_over_step_down(port, model, policy, device) for policy in ("fixed-full", "mpc"))
-    # the stalls depend on this machine's timing: bench/adaptation.py --link kernel measures them
+    # Stalls, and the levels before the drop, follow what this machine's timing lets the client
+    # measure (a slow server answer on a loaded CI machine rightly keeps robust MPC off full from the
+    # start): bench/adaptation.py --link kernel records them; the simulator's replay of this trace
+    # (tests/unit/evaluation/test_adaptation_replay.py) checks the adaptation on a deterministic clock.
     assert full.levels == ["full"] * 6 and full.timeline.stalls  # the drop catches the fixed client
-    assert "full" in mpc.levels[:3], mpc.levels
-    assert min(mpc.levels[3:], key=["compact", "medium", "full"].index) != "full", mpc.levels
+    assert len(mpc.levels) == 6 and mpc.bytes < full.bytes, (mpc.levels, mpc.bytes, full.bytes)
+    assert mpc.levels[3:] != ["full"] * 3, mpc.levels  # after the drop to 3 Mbit/s it steps down
 
 
 @pytest.mark.parametrize(("ci", "outcome"), [("true", pytest.fail.Exception), ("1", pytest.fail.Exception),
