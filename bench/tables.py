@@ -378,6 +378,43 @@ def sensitivity() -> str:
     return "\n".join(lines) + "\n" + _source("sensitivity.json")
 
 
+#: The serve bench's runs, one column pair (wrk, Python clients) each, and its modes in row order.
+SERVE_RUNS = (("Ray's proxy", "serve_load.json"), ("HAProxy ingress", "serve_load-haproxy.json"))
+SERVE_MODES = (("memory", "serve-proxy-memory"), ("node disk", "serve-proxy-disk"),
+               ("store (S3)", "serve-proxy-store"), ("redirect", "serve-redirect"), ("nginx", "static-nginx"),
+               ("nginx, 4 shards per range", "static-nginx, 4 shards per range"))
+
+
+def serve_load() -> str:
+    """Per shard size and mode, MB/s (req/s below 1 MB) and its fraction of nginx in the same run
+    under the same client; an empty cell is a mode that client does not drive."""
+    runs = [(label, name, _load(name)) for label, name in SERVE_RUNS if (OUT / name).exists()]
+    lines = [_row(["shard", "mode", *(f"{label}, {client}" for label, _, _ in runs for client in ("wrk", "Python"))]),
+             _row(["---"] * (2 + 2 * len(runs)))]
+    sizes = sorted(runs[0][2]["shard_mb"], key=float, reverse=True)
+    for size in sizes:
+        mb = float(size)
+        shard = f"{mb:g} MB" if mb >= 1 else f"{mb * 1000:.0f} kB"
+        for label, key in SERVE_MODES:
+            cells = []
+            for _, _, data in runs:
+                rows = data["shard_mb"].get(size, {})
+                for row in (rows.get(key), rows.get(f"{key} (python clients)")):
+                    if row is None:
+                        cells.append("")
+                        continue
+                    per_request = mb < 1 and "per range" not in key  # a run of shards: its MB/s
+                    rate = f"{row['req_s']:,.0f} req/s" if per_request else f"{row['mb_s']:.0f} MB/s"
+                    ratio = row["mb_s_vs_static"]
+                    cells.append(rate if key == "static-nginx" else f"{rate} = {ratio:.{2 if ratio >= 0.1 else 3}f}x")
+            if any(cells):
+                lines.append(_row([shard, label, *cells]))
+    stores = ", ".join(f"{label}: {data.get('store', 'moto')}" for label, _, data in runs)
+    setup = ", ".join(f"{label}: {data['clients']} clients x {data['seconds']:g} s" for label, _, data in runs)
+    return ("\n".join(lines) + f"\n\nStore ({stores}); load ({setup}).\n"
+            + _source(*(name for _, name, _ in runs)))
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "sensitivity": sensitivity,
     "hybrid-vs-best": hybrid_vs_best,
@@ -394,6 +431,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "codec-models": codec_models,
     "codec-importance": codec_importance,
     "shared-bases": shared_bases,
+    "serve-load": serve_load,
 }
 
 
