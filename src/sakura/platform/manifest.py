@@ -404,7 +404,7 @@ def _load_json(data: bytes) -> dict:
         raise ManifestError("manifest is too large")
     try:
         raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON, or a number too long for int() (CPython's digit limit)
         raise ManifestError(f"manifest is not JSON: {exc}") from None
     except RecursionError:
         raise ManifestError("manifest JSON is nested too deeply") from None

@@ -61,6 +61,14 @@ def test_deeply_nested_json_is_a_manifest_error():
         Manifest.from_bytes(b"[" * 100_000 + b"]" * 100_000)
 
 
+@pytest.mark.parametrize("read", [Manifest.from_bytes, PhoneManifest.from_wire], ids=["stored", "phone"])
+def test_a_number_too_long_for_int_is_a_manifest_error(genuine, read):
+    """5,000 digits: past CPython's int() digit limit, where json.loads raises a bare ValueError."""
+    body = json.dumps(genuine).encode().replace(b'"kv_bytes_fp16": ', b'"kv_bytes_fp16": ' + b"9" * 5000 + b', "x": ')
+    with pytest.raises(ManifestError, match="not JSON"):
+        read(body)
+
+
 def test_the_genuine_manifest_round_trips(genuine):
     assert json.loads(Manifest.from_bytes(json.dumps(genuine).encode()).to_bytes()) == genuine
 
