@@ -1,4 +1,5 @@
-"""Every request's metrics and access line, and the header cap: a pure ASGI middleware.
+"""Every request's metrics and access line, and the caps on headers and on the request target: a
+pure ASGI middleware.
 
 Pure ASGI rather than ``@app.middleware("http")``: Starlette's ``BaseHTTPMiddleware`` runs the
 app in a task of its own and re-streams the response body through a memory channel, work on every
@@ -18,6 +19,9 @@ from sakura.serve.errors import error_response
 from sakura.serve.metrics import UNMATCHED_ROUTE, ServeMetrics
 
 MAX_HEADER_BYTES = 16 << 10
+#: The longest request target (path and query) the service reads: its own longest URL is a few
+#: hundred bytes; anything far longer is refused before a route parses it.
+MAX_TARGET_BYTES = 8 << 10
 #: Under Ray Serve's logger, so a replica writes it with Serve's logging_config (JSON: one object
 #: per request, these fields beside Serve's request_id, route, replica...); outside Serve, where
 #: nothing configures ``ray.serve``, an application adds its own handler.
@@ -48,6 +52,9 @@ class AccessMiddleware:
             if sum(len(k) + len(v) for k, v in scope.get("headers", [])) > MAX_HEADER_BYTES:
                 await error_response(431, "headers_too_large", f"request headers exceed {MAX_HEADER_BYTES} bytes")(
                     scope, receive, observed)
+            elif len(scope.get("raw_path") or scope["path"]) + len(scope.get("query_string", b"")) > MAX_TARGET_BYTES:
+                await error_response(414, "uri_too_long", f"the request target exceeds {MAX_TARGET_BYTES} bytes")(
+                    scope, receive, observed)
             else:
                 await self.app(scope, receive, observed)
         finally:  # an error no handler caught is answered 500 further out, and counted as one here
@@ -56,5 +63,5 @@ class AccessMiddleware:
     def _record(self, scope: Scope, status: int, size: int, elapsed: float) -> None:
         route = getattr(scope.get("route"), "path", UNMATCHED_ROUTE)
         self.metrics.request(route, status, size, elapsed)
-        fields = (scope["method"], scope["path"], status, size, round(elapsed * 1000, 2), route)
+        fields = (scope["method"], scope["path"][:MAX_TARGET_BYTES], status, size, round(elapsed * 1000, 2), route)
         access_log.info("%s %s %s %d B %.2f ms", *fields[:5], extra=dict(zip(ACCESS_FIELDS, fields)))

@@ -36,6 +36,10 @@ def versions(template_id: str, request: Request) -> JSONResponse:
 def _page(request: Request) -> tuple[str | None, int]:
     """The catalogue page a request asks for: (the id it starts after, its size)."""
     query = request.query_params
+    if len(query.getlist("limit")) > 1:
+        raise ApiError(400, "invalid_request", "limit must be given at most once")
+    if len(query.getlist("cursor")) > 1:
+        raise ApiError(400, "invalid_cursor", "cursor must be given at most once")
     limit = parse_number(query.get("limit", str(http_api.CATALOGUE_LIMIT)), max_digits=4)
     if limit is None or not 1 <= limit <= http_api.MAX_CATALOGUE_LIMIT:
         raise ApiError(400, "invalid_request", f"limit must be 1..{http_api.MAX_CATALOGUE_LIMIT}")

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from sakura.platform import http_api
+from sakura.serve.errors import ApiError
 from sakura.serve.routes.common import cache_control, etag_matches, reader_of, require_reader_auth
 
 router = APIRouter()
@@ -31,18 +32,18 @@ def manifest(template_id: str, version: str, request: Request) -> Response:
 
 
 @router.get(http_api.PREAMBLE)
-async def preamble(template_id: str, version: str, request: Request, source: int = 0,
-                   context: int = 1, images: int = 0, hashes: int = 1) -> Response:
+async def preamble(template_id: str, version: str, request: Request) -> Response:
     """The manifest (without its shards' sha256s with ``hashes=0``) and, when they fit
     ``MAX_BUNDLED_BYTES``, its context (unless ``context=0``) and source (``source=1``) objects
     and its images (``images=1``)."""
     require_reader_auth(request)
+    source, context = _flag(request, "source", False), _flag(request, "context", True)
+    images, hashes = _flag(request, "images", False), _flag(request, "hashes", True)
     reader = reader_of(request)
     number, is_alias = await run_in_threadpool(reader.resolve, template_id, version)
     manifest, phone = await run_in_threadpool(reader.phone_manifest, template_id, number)
     head = phone.zstd if hashes else phone.unhashed
-    entries = [entry for _, entry in manifest.bundle(context=bool(context), source=bool(source),
-                                                      images=bool(images))]
+    entries = [entry for _, entry in manifest.bundle(context=context, source=source, images=images)]
     bundled = sum(e.length for e in entries) <= http_api.MAX_BUNDLED_BYTES
     parts = [head]
     for entry in entries if bundled else []:
@@ -65,6 +66,18 @@ async def shard_hashes(template_id: str, version: str, request: Request) -> Resp
     if etag_matches(request, etag):
         return Response(status_code=304, headers=headers)
     return Response(body, media_type="application/octet-stream", headers=headers)
+
+
+def _flag(request: Request, name: str, default: bool) -> bool:
+    """A preamble flag: absent (its default) or given once, as ``0`` or ``1`` (what phones send: one
+    spelling per answer, so a cache in front keeps one copy). Parameters the service does not know
+    are ignored, as a later phone's may be."""
+    values = request.query_params.getlist(name)
+    if not values:
+        return default
+    if len(values) > 1 or values[0] not in ("0", "1"):
+        raise ApiError(400, "invalid_request", f"{name} must be given at most once, as 0 or 1")
+    return values[0] == "1"
 
 
 def _accepts_zstd(request: Request) -> bool:
