@@ -41,8 +41,9 @@ class ServeConfig(BaseSettings):
     manifest_cache_entries: int = Field(default=1024, ge=1)
     alias_ttl_s: float = Field(default=2.0, ge=0.0)
     retry_after_s: int = Field(default=2, ge=1)
-    admin_token: str | None = None
-    api_keys: Annotated[tuple[str, ...], NoDecode] = ()
+    #: Secrets: never in the settings' repr (a log line or a traceback that shows them).
+    admin_token: str | None = Field(default=None, repr=False)
+    api_keys: Annotated[tuple[str, ...], NoDecode] = Field(default=(), repr=False)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServeConfig:
