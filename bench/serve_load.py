@@ -51,6 +51,8 @@ from tests.s3_servers import S3Server, SeaweedS3  # noqa: E402
 
 SHARDS_PER_SIZE = 4
 TEMPLATE = "bench"
+#: Redirect mode's first hop alone: 307s, no body, so its rate is in requests, not bytes.
+REDIRECT_307 = "serve-redirect, 307 only"
 
 
 @dataclass
@@ -99,12 +101,12 @@ def _key(shard):
 
 
 WRK_SCRIPT = """
-paths = {%s}
-headers = %s
+requests = {%s}
 counter = 0
 request = function()
   counter = counter + 1
-  return wrk.format("GET", paths[(counter %% #paths) + 1], headers)
+  local r = requests[(counter %% #requests) + 1]
+  return wrk.format("GET", r[1], r[2] and {Range = r[2]} or {})
 end
 done = function(summary, latency, requests)
   local e = summary.errors
@@ -116,15 +118,14 @@ end
 
 
 def drive_wrk(base: str, paths: list[str], clients: int, seconds: float, folder: Path,
-              byte_range: tuple[int, int] | None = None) -> dict:
+              ranges: list[str] | None = None) -> dict:
     """wrk's totals over ``paths`` (absolute, on ``base``'s host; round-robin), each request with
-    ``byte_range`` if given;
+    its ``ranges`` entry as its Range header if given (a 3xx or a 206 is an answer, a 4xx an error);
     bytes include response headers (a few hundred per response, the same for every server)."""
     script = folder / "paths.lua"
-    headers = "{}"
-    if byte_range:
-        headers = "{Range = " + json.dumps(f"bytes={byte_range[0]}-{byte_range[1] - 1}") + "}"
-    script.write_text(WRK_SCRIPT % (", ".join(json.dumps(p) for p in paths), headers))
+    entries = [f"{{{json.dumps(p)}, {json.dumps(r) if r else 'false'}}}"
+               for p, r in zip(paths, ranges or [None] * len(paths), strict=True)]
+    script.write_text(WRK_SCRIPT % ", ".join(entries))
     cmd = ["wrk", "-t2", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--timeout", "30s", "-s", str(script), base]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
     r = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
@@ -233,6 +234,14 @@ def measure_size(base: str, static: str, sized: SizedVersion, folder: Path, args
     for tier in ("memory", "disk"):  # the goal's tiers, also with the clients the issue measured them with
         rows[f"serve-proxy-{tier} (python clients)"] = drive_python([f"{base}/{tier}{p}" for p in paths],
                                                                     args.clients, args.seconds, follow=False)
+    # Redirect mode's two hops apart, each under wrk (which does not follow a 307): Serve's 307s,
+    # and the store's ranged GETs of the presigned URLs they give (valid for presign_ttl_s, 300 s).
+    rows[REDIRECT_307] = drive_wrk(base, [f"/redirect{p}" for p in paths], args.clients, args.seconds, folder)
+    answers = [httpx.get(f"{base}/redirect{p}", timeout=60) for p in paths]
+    urls = [httpx.URL(a.headers["location"]) for a in answers]
+    rows["serve-redirect, presigned GET"] = drive_wrk(
+        f"{urls[0].scheme}://{urls[0].netloc.decode()}", [u.raw_path.decode() for u in urls], args.clients,
+        args.seconds, folder, [a.headers["x-sakura-range"] for a in answers])
     rows["serve-redirect (python clients)"] = drive_python([f"{base}/redirect{p}" for p in paths], args.clients,
                                                            args.seconds, follow=True)
     rows["static-nginx (python clients)"] = drive_python([static + p for p in static_paths], args.clients,
@@ -240,7 +249,8 @@ def measure_size(base: str, static: str, sized: SizedVersion, folder: Path, args
     if sized.run[1] - sized.run[0] < args.batch_below_mb * 1e6 * SHARDS_PER_SIZE:
         # the same shards as one ranged read of their level file, as a CDN would answer it
         rows[f"static-nginx, {SHARDS_PER_SIZE} shards per range"] = drive_wrk(
-            static, ["/" + sized.level_key.replace("/", "_")], args.clients, args.seconds, folder, sized.run)
+            static, ["/" + sized.level_key.replace("/", "_")], args.clients, args.seconds, folder,
+            [f"bytes={sized.run[0]}-{sized.run[1] - 1}"])
     return rows
 
 
@@ -313,10 +323,10 @@ def run(args: argparse.Namespace, s3: S3Server | SeaweedS3, folder: Path) -> dic
                 rows = measure_size(base, static, sized, folder, args)
                 for name, r in rows.items():
                     ref = rows["static-nginx (python clients)" if r["client"] == "python" else "static-nginx"]
-                    r["mb_s_vs_static"] = r["mb_s"] / ref["mb_s"]
+                    r["mb_s_vs_static"] = r["mb_s"] / ref["mb_s"] if name != REDIRECT_307 else None
                     r["p50_vs_static"] = r["p50_ms"] / ref["p50_ms"]
                     print(f"{mb:8.2f} {name:32s} {r['mb_s']:8.1f} {r['req_s']:8.0f} {r['p50_ms']:8.2f} "
-                          f"{r['p99_ms']:8.2f} {r['mb_s_vs_static']:8.2f}", flush=True)
+                          f"{r['p99_ms']:8.2f} {r['mb_s_vs_static'] or 0:8.2f}", flush=True)
                 results[f"{mb:g}"] = rows
         finally:
             proc.terminate()
