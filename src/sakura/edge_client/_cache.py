@@ -26,7 +26,6 @@ import hashlib
 import itertools
 import os
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -260,9 +259,7 @@ class _Folder:
                 return
             try:
                 used.parent.mkdir(exist_ok=True)
-                with open(used, "ab"):
-                    pass
-                os.utime(used, ns=(time.time_ns(), time.time_ns()))
+                files.touch_file(used)
             except OSError as exc:
                 log.warning("could not mark %s as used: %s", self._name(used.parent), exc)
 

@@ -3,10 +3,12 @@ writes and bounded reads. Standard library, numpy and :mod:`sakura.platform` onl
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import logging
 import os
+import stat
 import time
 import zipfile
 from collections.abc import Callable
@@ -32,6 +34,7 @@ _LOCK = ".lock"
 _OBJECT, _OBJECT_SUFFIX = "object-", ".zst"  # "-" is outside object names: no file name is two things
 _INDEX_DIGITS = 7  # shard indexes, as the server's shard URLs bound them
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 #: Without a lock (no ``fcntl``, or a file system without locks) a temp file this old is a crashed write's.
 STALE_TMP_S = 3600.0
 
@@ -97,9 +100,20 @@ def scan(root: Path, stale_after: float) -> dict[Path, int]:
 
 
 def read_at_most(path: Path, size: int) -> bytes:
-    """Up to ``size + 1`` bytes of ``path`` (never through a link): more than ``size`` means tampering."""
-    with os.fdopen(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb") as f:
+    """Up to ``size + 1`` bytes of ``path`` (never through a link): more than ``size`` means
+    tampering. Only a regular file is read: a FIFO or a device swapped in for a cache file is an
+    ``OSError``, never a read that waits for a writer (opened non-blocking, checked before reading)."""
+    with os.fdopen(os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, f"{path.name} is not a regular file")
         return f.read(size + 1)
+
+
+def touch_file(path: Path) -> None:
+    """Create ``path`` if need be and set its mtime to now; an ``OSError`` if it is a link, a
+    directory or a FIFO (opened non-blocking: never a wait for a reader)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _NONBLOCK, 0o644))
+    os.utime(path, ns=(time.time_ns(), time.time_ns()))
 
 
 def frame(manifest: bytes) -> bytes:
