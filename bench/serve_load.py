@@ -15,11 +15,14 @@ library protocol (the payload is random bytes: serving never decodes it). Then, 
 
 Load comes from wrk (C, keep-alive; ``--clients`` connections over 2 threads) so that the
 client's own CPU stays small beside the servers'; redirect mode needs a client that follows the
-307 with a Range, so it and a static run for its ratio use Python clients (httpx threads). The
-store is SeaweedFS, a real S3 server (``weed server -s3``, its data in the run's temporary
-folder), so redirect mode's presigned GETs are answered by a real object store; ``--store moto``
+307 with a Range, so it and a static run for its ratio use Python clients (httpx threads), and
+wrk measures its two hops apart: Serve's 307s, and the store's ranged GETs of the presigned URLs
+they give. The store is SeaweedFS, a real S3 server (``weed server -s3``, its data in the run's
+temporary folder), so those presigned GETs are answered by a real object store; ``--store moto``
 takes moto's Python S3 server instead. Small shards are also fetched as one multi-shard range
-request against one request per shard (``--batch-below-mb``). Every address is 127.0.0.1.
+request against one request per shard (``--batch-below-mb``). Every address is 127.0.0.1. Each
+row records the machine's 1-minute load average as it ends (``load_1m``, ``cpus`` beside it):
+what else ran on a shared machine.
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ def drive_wrk(base: str, paths: list[str], clients: int, seconds: float, folder:
         raise RuntimeError(f"wrk on {base}: {r['errors']} errors in {r['requests']} requests")
     s = r["us"] / 1e6
     return {"client": "wrk", "requests": r["requests"], "mb_s": r["bytes"] / s / 1e6, "req_s": r["requests"] / s,
-            "p50_ms": r["p50_us"] / 1000, "p99_ms": r["p99_us"] / 1000}
+            "p50_ms": r["p50_us"] / 1000, "p99_ms": r["p99_us"] / 1000, "load_1m": os.getloadavg()[0]}
 
 
 def drive_python(urls: list[str], clients: int, seconds: float, follow: bool) -> dict:
@@ -176,7 +179,7 @@ def drive_python(urls: list[str], clients: int, seconds: float, follow: bool) ->
     latencies.sort()
     return {"client": "python", "requests": len(latencies), "mb_s": nbytes[0] / elapsed / 1e6,
             "req_s": len(latencies) / elapsed, "p50_ms": 1000 * statistics.median(latencies),
-            "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))]}
+            "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))], "load_1m": os.getloadavg()[0]}
 
 
 def nginx(folder: Path) -> tuple[subprocess.Popen, str]:
@@ -290,7 +293,8 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({
             "provenance": stamp, "shard_mb": results,
-            "clients": args.clients, "ingress": args.ingress, "store": args.store, "seconds": args.seconds}, indent=2))
+            "clients": args.clients, "ingress": args.ingress, "store": args.store, "seconds": args.seconds,
+            "cpus": os.cpu_count()}, indent=2))
     return 0
 
 

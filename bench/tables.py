@@ -381,13 +381,15 @@ def sensitivity() -> str:
 #: The serve bench's runs, one column pair (wrk, Python clients) each, and its modes in row order.
 SERVE_RUNS = (("Ray's proxy", "serve_load.json"), ("HAProxy ingress", "serve_load-haproxy.json"))
 SERVE_MODES = (("memory", "serve-proxy-memory"), ("node disk", "serve-proxy-disk"),
-               ("store (S3)", "serve-proxy-store"), ("redirect", "serve-redirect"), ("nginx", "static-nginx"),
+               ("store (S3)", "serve-proxy-store"), ("redirect: 307, then presigned GET", "serve-redirect"),
+               ("redirect: the 307 alone", "serve-redirect, 307 only"),
+               ("redirect: the presigned GET alone", "serve-redirect, presigned GET"), ("nginx", "static-nginx"),
                ("nginx, 4 shards per range", "static-nginx, 4 shards per range"))
 
 
 def serve_load() -> str:
-    """Per shard size and mode, MB/s (req/s below 1 MB) and its fraction of nginx in the same run
-    under the same client; an empty cell is a mode that client does not drive."""
+    """Per shard size and mode, MB/s (req/s below 1 MB, and for the 307s) and its fraction of nginx
+    in the same run under the same client; an empty cell is a mode that client does not drive."""
     runs = [(label, name, _load(name)) for label, name in SERVE_RUNS if (OUT / name).exists()]
     lines = [_row(["shard", "mode", *(f"{label}, {client}" for label, _, _ in runs for client in ("wrk", "Python"))]),
              _row(["---"] * (2 + 2 * len(runs)))]
@@ -403,16 +405,22 @@ def serve_load() -> str:
                     if row is None:
                         cells.append("")
                         continue
-                    per_request = mb < 1 and "per range" not in key  # a run of shards: its MB/s
+                    ratio = row["mb_s_vs_static"]  # none for the 307s: no body
+                    per_request = ratio is None or (mb < 1 and "per range" not in key)  # a run of shards: its MB/s
                     rate = f"{row['req_s']:,.0f} req/s" if per_request else f"{row['mb_s']:.0f} MB/s"
-                    ratio = row["mb_s_vs_static"]
-                    cells.append(rate if key == "static-nginx" else f"{rate} = {ratio:.{2 if ratio >= 0.1 else 3}f}x")
+                    plain = key == "static-nginx" or ratio is None
+                    cells.append(rate if plain else f"{rate} = {ratio:.{2 if ratio >= 0.1 else 3}f}x")
             if any(cells):
                 lines.append(_row([shard, label, *cells]))
-    stores = ", ".join(f"{label}: {data.get('store', 'moto')}" for label, _, data in runs)
-    setup = ", ".join(f"{label}: {data['clients']} clients x {data['seconds']:g} s" for label, _, data in runs)
-    return ("\n".join(lines) + f"\n\nStore ({stores}); load ({setup}).\n"
-            + _source(*(name for _, name, _ in runs)))
+    setup = "; ".join(f"{label}: {data['clients']} clients x {data['seconds']:g} s per mode, store "
+                      f"{data.get('store', 'moto')}{_load_average(data)}" for label, _, data in runs)
+    return "\n".join(lines) + f"\n\n{setup}.\n" + _source(*(name for _, name, _ in runs))
+
+
+def _load_average(data: dict) -> str:
+    """The range of the machine's 1-minute load average over a serve run's rows, if it has them."""
+    loads = [r["load_1m"] for rows in data["shard_mb"].values() for r in rows.values() if "load_1m" in r]
+    return f", load average {min(loads):.1f}-{max(loads):.1f} on {data['cpus']} CPUs" if loads else ""
 
 
 TABLES: dict[str, Callable[[], str]] = {
