@@ -6,7 +6,6 @@ a diffusers checkpoint (the transformer at the top level or in ``transformer/``)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from sakura.platform.errors import UnknownModel
 from sakura.platform.lazy import resolve
 from sakura.platform.models.base import ModelAdapter
 from sakura.platform.models.pipelines import is_pipeline_folder, load_pipeline
+from sakura.platform.models.pipelines.folder import PipelineError, read_json
 from sakura.platform.models.seeding import seed_weights
 
 if TYPE_CHECKING:
@@ -159,10 +159,14 @@ def _load_checkpoint(path: Path, dtype: torch.dtype) -> ModelAdapter:
     config_file = root / "config.json"
     if not config_file.is_file():
         raise UnknownModel(f"{path} has no config.json (looked in {root})")
-    class_name = json.loads(config_file.read_text()).get("_class_name", "")
+    try:
+        config = read_json(config_file)
+    except PipelineError as exc:
+        raise UnknownModel(str(exc)) from None
+    class_name = str(config.get("_class_name", "")) if isinstance(config, dict) else ""
     family = {"FluxTransformer2DModel": "flux", "SD3Transformer2DModel": "sd3"}.get(class_name)
     if family is None:
-        raise UnknownModel(f"{config_file}: unsupported model class {class_name!r}")
+        raise UnknownModel(f"{config_file}: unsupported model class {class_name[:100]!r}")
     model = _model_class(family).from_pretrained(root, torch_dtype=dtype)
     defaults = _CHECKPOINT_IO[family]
     return _adapter_class(family)(model, name=str(path), **defaults)

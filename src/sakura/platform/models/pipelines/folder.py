@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,10 @@ from sakura.platform.lazy import resolve
 INDEX = "model_index.json"
 #: diffusers and transformers are the only libraries a component may come from.
 LIBRARIES = ("diffusers", "transformers")
+#: The most SAKURA reads of a folder's own JSON files (``model_index.json``, ``sakura.json``: a
+#: few hundred bytes each).
+MAX_JSON_BYTES = 1 << 20
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 class PipelineError(SakuraError, ValueError):
@@ -44,11 +50,9 @@ class PipelineFolder:
         path = Path(path).expanduser()
         index = path / INDEX
         try:
-            raw = json.loads(index.read_text(encoding="utf-8"))
+            raw = read_json(index)
         except FileNotFoundError:
             raise PipelineError(f"{index}: not found (a diffusers pipeline folder has a {INDEX})") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise PipelineError(f"{index}: unreadable: {exc}") from None
         if not isinstance(raw, dict) or not isinstance(raw.get("_class_name"), str):
             raise PipelineError(f"{index}: field '_class_name': missing")
         components, extra = {}, {}
@@ -79,9 +83,13 @@ class PipelineFolder:
         """One component, through its library's own ``from_pretrained``."""
         library, class_name = self.components[name]
         module = importlib.import_module(library)
-        component_class = getattr(module, class_name, None)
-        if component_class is None:
-            raise PipelineError(f"{self.path / INDEX}: field '{name}': {library} has no class {class_name!r}")
+        try:
+            component_class = getattr(module, class_name, None)
+        except (ImportError, RuntimeError):  # diffusers' lazy modules: a class whose imports fail
+            component_class = None
+        if not isinstance(component_class, type) or not hasattr(component_class, "from_pretrained"):
+            raise PipelineError(f"{self.path / INDEX}: field '{name}': {library} has no class {class_name[:100]!r} "
+                                "with from_pretrained")
         kwargs: dict[str, Any] = (
             {"torch_dtype": dtype} if dtype is not None and hasattr(component_class, "dtype") else {}
         )
@@ -91,6 +99,29 @@ class PipelineFolder:
             return component_class.from_pretrained(self.path / name, **kwargs)
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
             raise PipelineError(f"{self.path / name}: cannot load {class_name}: {str(exc).splitlines()[0]}") from exc
+
+
+def read_json(path: Path) -> Any:
+    """A folder's own JSON file (a link to one is followed: a hub cache links its files): read
+    only as a regular file of at most :data:`MAX_JSON_BYTES` (a FIFO or a device is never read),
+    parsed, or a :class:`PipelineError` naming it; ``FileNotFoundError`` when there is none."""
+    try:
+        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | _NONBLOCK)) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise PipelineError(f"{path}: not a regular file")
+            data = f.read(MAX_JSON_BYTES + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise PipelineError(f"{path}: unreadable: {exc}") from None
+    if len(data) > MAX_JSON_BYTES:
+        raise PipelineError(f"{path}: larger than {MAX_JSON_BYTES} bytes")
+    try:
+        return json.loads(data)
+    except ValueError as exc:  # not UTF-8, not JSON, or a number too long for int()
+        raise PipelineError(f"{path}: unreadable: {exc}") from None
+    except RecursionError:
+        raise PipelineError(f"{path}: unreadable: JSON nested too deeply") from None
 
 
 #: (folder, its loaded components, dtype) -> the adapter (a ModelAdapter).
@@ -147,8 +178,8 @@ def load_pipeline(path: str | Path, *, phone: bool = False, dtype: torch.dtype =
     folder = PipelineFolder.read(path)
     kind = PIPELINE_KINDS.get(folder.class_name)
     if kind is None:
-        raise PipelineError(f"{folder.path / INDEX}: field '_class_name': unsupported pipeline {folder.class_name!r}; "
-                            f"SAKURA runs {supported_pipelines()}")
+        raise PipelineError(f"{folder.path / INDEX}: field '_class_name': unsupported pipeline "
+                            f"{folder.class_name[:100]!r}; SAKURA runs {supported_pipelines()}")
     names = kind.phone if phone else kind.phone + kind.cloud
     folder.require(names)
     components = {name: folder.load(name, dtype=dtype) for name in names}

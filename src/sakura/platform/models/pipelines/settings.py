@@ -8,12 +8,12 @@ resolution templates and edits run at, the prompt length, the text encoder's out
 
 from __future__ import annotations
 
-import json
-from typing import Any
+import os
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sakura.platform.models.pipelines.folder import PipelineError, PipelineFolder
+from sakura.platform.models.pipelines.folder import PipelineError, PipelineFolder, read_json
 
 __all__ = ["SETTINGS", "KleinSettings", "KontextSettings", "SD3Settings", "check_resolution", "read_settings",
            "settings_error"]
@@ -26,7 +26,9 @@ class KleinSettings(BaseModel):
 
     resolution: int = Field(default=512, ge=16, le=2048)
     max_sequence_length: int = Field(default=512, ge=1, le=512)
-    text_encoder_out_layers: tuple[int, ...] = Field(default=(9, 18, 27), min_length=1, max_length=8)
+    #: Indexes into the text encoder's hidden states (Python's: negative from the last), so bounded.
+    text_encoder_out_layers: tuple[Annotated[int, Field(ge=-1024, le=1024)], ...] = Field(
+        default=(9, 18, 27), min_length=1, max_length=8)
 
 
 class KontextSettings(BaseModel):
@@ -46,13 +48,15 @@ class SD3Settings(BaseModel):
 
 
 def read_settings(folder: PipelineFolder, model: type[BaseModel]) -> Any:
+    """The folder's settings, the defaults without a ``sakura.json``; anything else there that is
+    not such a file (a FIFO, a link to nothing, bad JSON) is a :class:`PipelineError`."""
     path = folder.path / SETTINGS
-    if not path.is_file():
+    if not os.path.lexists(path):
         return model()
     try:
-        return model.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PipelineError(f"{path}: unreadable: {exc}") from None
+        return model.model_validate(read_json(path))
+    except FileNotFoundError:
+        raise PipelineError(f"{path}: a link to a file that is not there") from None
     except ValidationError as exc:
         err = exc.errors()[0]
         raise PipelineError(f"{path}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
