@@ -56,6 +56,16 @@ def test_json_error_codes_are_kept(proxy):
     assert err.value.status == 400 and err.value.server_code == "invalid_template_id"
 
 
+@pytest.mark.parametrize("body", [
+    b"not json", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000, b'{"n": ' + b"9" * 5000 + b"}", b"[1]",
+], ids=["not-json", "not-utf8", "nested", "huge-number", "not-an-object"])
+def test_an_answer_that_is_no_json_object_is_a_server_error(body):
+    from sakura.edge_client._http.transport import Reply
+
+    with pytest.raises(ServerError, match="bad_json"):
+        Reply(200, {}, body).json()
+
+
 def test_trace_link_paces_a_download_exactly_as_the_trace_delivers_it(proxy):
     """On a virtual clock: the download's waits add up to one round trip plus its bytes at the
     trace's rate (never faster, and no time lost between chunks)."""

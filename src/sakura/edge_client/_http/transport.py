@@ -67,7 +67,7 @@ class Reply:
     def json(self) -> dict:
         try:
             value = json.loads(self.body)
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, or a number too long for int()
             raise ServerError(self.status, "bad_json", "the server's answer is not JSON") from None
         if not isinstance(value, dict):
             raise ServerError(self.status, "bad_json", "the server's answer is not a JSON object")
