@@ -4,11 +4,16 @@
 templates/<id>/versions/<version>/manifest.json
 templates/<id>/versions/<version>/<level>.parquet      one row group per shard
 templates/<id>/versions/<version>/importance.npz       scores, to re-encode without recapture
-templates/<id>/versions/<version>/claim.json           reserves the number; written first, never deleted
-templates/<id>/versions/<version>/retired.json         gc's retirement mark (library.py); never deleted
+templates/<id>/versions/<version>/claim/<seq>.json     the claim's records; record 1 reserves the number
+templates/<id>/versions/<version>/retired/<seq>.json   gc's retirement mark's records (library.py)
+templates/<id>/versions/<version>/claim.json           a claim from before the log
+templates/<id>/versions/<version>/retired.json         a retirement mark from before the log
 templates/<id>/aliases/<alias>/<seq>.json              {"version": N}: the newest record is the alias
 templates/<id>/aliases/<alias>.json                    an alias from before the log (alias_log.py)
 ```
+
+Claims and marks are never deleted (a version's tombstones); each ``<seq>.json`` folder is a log
+of create-only records whose newest is the value (:mod:`sakura.platform.record_log`).
 """
 
 from __future__ import annotations
@@ -99,11 +104,27 @@ def manifest_key(template_id: str, version: int) -> str:
     return version_prefix(template_id, version) + "manifest.json"
 
 
+#: The file names (under a version's folder) of its claim's and retirement mark's logs.
+CLAIM_LOG, RETIRED_LOG = "claim", "retired"
+
+
+def claim_prefix(template_id: str, version: int) -> str:
+    """The claim's log (:mod:`sakura.platform.version_state`)."""
+    return version_prefix(template_id, version) + f"{CLAIM_LOG}/"
+
+
+def retired_prefix(template_id: str, version: int) -> str:
+    """The retirement mark's log (:mod:`sakura.platform.version_state`)."""
+    return version_prefix(template_id, version) + f"{RETIRED_LOG}/"
+
+
 def claim_key(template_id: str, version: int) -> str:
+    """A claim from before the log (read until its first move)."""
     return version_prefix(template_id, version) + "claim.json"
 
 
 def retired_key(template_id: str, version: int) -> str:
+    """A retirement mark from before the log (read until its first move)."""
     return version_prefix(template_id, version) + "retired.json"
 
 
@@ -125,11 +146,29 @@ def level_key(template_id: str, version: int, level: str) -> str:
     return version_prefix(template_id, version) + f"{validate_level(level)}.parquet"
 
 
+def alias_prefix(template_id: str, alias: str) -> str:
+    """The alias's log (:mod:`sakura.platform.alias_log`)."""
+    return template_prefix(template_id) + f"aliases/{validate_alias(alias)}/"
+
+
 def alias_key(template_id: str, alias: str) -> str:
+    """An alias from before the log (read until its first move)."""
     return template_prefix(template_id) + f"aliases/{validate_alias(alias)}.json"
 
 
 def parse_version_key(key: str) -> tuple[str, int, str] | None:
-    """``(template_id, version, file name)`` for a key under some version, else None."""
-    m = re.fullmatch(r"templates/([^/]+)/versions/([1-9][0-9]{0,9})/([^/]+)", key, re.ASCII)
+    """``(template_id, version, name)`` for a key under some version, else None. The name is the
+    file's, or ``claim/<seq>.json`` / ``retired/<seq>.json`` for a record of those logs."""
+    m = re.fullmatch(rf"templates/([^/]+)/versions/([1-9][0-9]{{0,9}})/((?:(?:{CLAIM_LOG}|{RETIRED_LOG})/)?[^/]+)",
+                     key, re.ASCII)
     return (m.group(1), int(m.group(2)), m.group(3)) if m else None
+
+
+def is_claim(name: str) -> bool:
+    """Whether a name :func:`parse_version_key` gives is part of the version's claim."""
+    return name == "claim.json" or name.startswith(f"{CLAIM_LOG}/")
+
+
+def is_mark(name: str) -> bool:
+    """Whether a name :func:`parse_version_key` gives is part of gc's retirement mark."""
+    return name == "retired.json" or name.startswith(f"{RETIRED_LOG}/")

@@ -1,41 +1,48 @@
 """A template library in an object store: versions, manifests, aliases, publishing, gc.
 
-Publishing protocol (crash-safe at every point). Each version number has a claim
-(``claim.json``) whose ``state`` moves by compare-and-swap: building -> publishing -> published,
-or building -> abandoned.
+Every mutable object (a version's claim, gc's retirement mark, an alias) is a log of create-only
+records (:mod:`~sakura.platform.record_log`): a move reads the newest record, decides, and writes
+the next number with ``put_if_absent``, so of two movers that read the same record exactly one
+moves; the other reads again and decides again. Nothing here needs a compare-and-swap.
 
-1. claim the next number create-only (state ``building``). Claims are never deleted, so no
-   number is handed out twice; the build driver renews its claims' lease while it works;
+Publishing protocol (crash-safe at every point). Each version number has a claim whose
+``state`` moves building -> publishing -> published, or building -> abandoned.
+
+1. claim the next number: write its claim's record 1 create-only (state ``building``). That
+   record is never deleted, so no number is handed out twice; the build driver renews its
+   claims' lease while it works;
 2. write the level files (each to its tier) and the importance scores, all create-only;
-3. swap the claim to ``publishing``, then write ``manifest.json`` create-only: the version
+3. move the claim to ``publishing``, then write ``manifest.json`` create-only: the version
    becomes visible, complete, at this instant;
-4. move ``latest`` forward (a create-only record: :mod:`~sakura.platform.alias_log`), then swap
-   the claim to ``published``.
+4. move ``latest`` forward (:mod:`~sakura.platform.alias_log`), then move the claim to
+   ``published``.
 
 A crash before 3 leaves an invisible orphan. Once its lease is older than ``ORPHAN_GRACE_S``,
-:meth:`TemplateLibrary.clean_orphans` swaps the claim to ``abandoned`` and deletes the files.
-The claim arbitrates: the owner's swap to ``publishing`` and the cleaner's swap to ``abandoned``
-start from the same ``building`` ETag, so exactly one wins, and a build whose files were
-deleted can never publish (:class:`ClaimAbandoned`). A claim left in ``publishing`` with no
-manifest (a crash in the instant between the two writes) is never cleaned: its owner might still
-write the manifest. A crash between 3 and 4 leaves a manifest whose claim says ``publishing``: a
-rerun completes it (:meth:`TemplateLibrary.finish_publish`); it never touches ``latest`` for a
-``published`` claim, so an operator's rollback stands.
+:meth:`TemplateLibrary.clean_orphans` moves the claim to ``abandoned`` and deletes the files.
+The claim arbitrates: the owner's move to ``publishing`` and the cleaner's move to ``abandoned``
+both write the record after the same ``building`` one, so exactly one is written, and a build
+whose files were deleted can never publish (:class:`ClaimAbandoned`). A claim left in
+``publishing`` with no manifest (a crash in the instant between the two writes) is never
+cleaned: its owner might still write the manifest. A crash between 3 and 4 leaves a manifest
+whose claim says ``publishing``: a rerun completes it (:meth:`TemplateLibrary.finish_publish`);
+it never touches ``latest`` for a ``published`` claim, so an operator's rollback stands.
 
-Retirement (``retired.json``: retired <-> reinstated, retired -> deleting, which is final).
-gc marks an old unaliased version ``retired``; once the mark is older than the grace period it
-swaps the mark to ``deleting``, re-reads every alias and deletes only if none points at the
-version. Every alias move mirrors it: write the alias's next record, then read the mark;
-``retired`` is swapped to ``reinstated`` (the grace period restarts once the version is
-unaliased again) and ``deleting`` makes the mover take its record back and raise
-:class:`VersionRetired`.
-No alias can end on a deleted version, because both sides write, then read the other's object:
-gc read the aliases after the mark became ``deleting``, which it never leaves, so an alias swap
-that read missed happened later, and the mover's read of the mark, later still, sees
-``deleting``. A reinstatement and gc's swap to ``deleting`` start from the same ``retired``
-ETag, so only one wins; gc re-reads aliases after marking, so a version pinned just before its
-mark was written is reinstated at once. A version that gc finds aliased after its swap to
-``deleting`` (a move racing it, about to be undone) is kept until no alias points at it.
+Retirement (the mark: retired <-> reinstated, retired -> deleting, which is final). gc marks an
+old unaliased version ``retired``; once the mark is older than the grace period it moves the
+mark to ``deleting``, re-reads every alias and deletes only if none points at the version. Every
+alias move mirrors it: write the alias's next record, then read the mark; ``retired`` is moved to
+``reinstated`` (the grace period restarts once the version is unaliased again) and ``deleting``
+makes the mover undo its move (:func:`~sakura.platform.alias_log.settle`: a further record puts
+the alias back on the newest earlier value not being deleted) and raise :class:`VersionRetired`.
+Both sides write, then read the other's object: gc read the aliases after the mark became
+``deleting``, which it never leaves, so an alias move that read missed happened later, and the
+mover's read of the mark, later still, sees ``deleting``. A reinstatement and gc's move to
+``deleting`` write the record after the same ``retired`` one, so only one is written; gc re-reads
+aliases after marking, so a version pinned just before its mark was written is reinstated at
+once. A version that gc finds aliased after its move to ``deleting`` (a move racing it, about to
+be undone) is kept until no alias points at it. A mover killed before its undo leaves the alias
+on such a version (kept whole while aliased, or, had gc read the aliases before the move, being
+deleted); every gc run first settles such aliases, as the mover would have.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from sakura.platform import alias_log, layout
+from sakura.platform import alias_log, layout, library_gc
 from sakura.platform.errors import (  # the library's errors, importable from here as before
     AliasUnreadable,
     LibraryError,
@@ -57,7 +64,7 @@ from sakura.platform.errors import (  # the library's errors, importable from he
 )
 from sakura.platform.ids import is_template_id
 from sakura.platform.manifest import AliasDoc, LevelEntry, Manifest, ManifestError
-from sakura.platform.store import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, open_store
+from sakura.platform.store import NotFound, ObjectStore, open_store
 from sakura.platform.version_state import (
     ABANDONED,
     BUILDING,
@@ -65,16 +72,13 @@ from sakura.platform.version_state import (
     DELETING,
     PUBLISHED,
     PUBLISHING,
-    REINSTATED,
     Claim,
     ClaimAbandoned,
-    Retirement,
     mark_state,
     move_claim,
     read_claim,
-    read_mark,
     reinstate,
-    retire,
+    take_claim,
     write_once,
 )
 
@@ -85,7 +89,7 @@ CLAIM_RENEW_S = 600.0
 #: How long gc keeps a version after it stops being aliased. Edits in flight on it take minutes
 #: at most and servers cache aliases for seconds (``alias_ttl_s``): an hour is a wide margin.
 RETIRE_GRACE_S = 3600.0
-_CLAIM, _MANIFEST, _MARK = "claim.json", "manifest.json", "retired.json"
+_MANIFEST = "manifest.json"
 log = logging.getLogger("sakura.library")
 
 
@@ -214,15 +218,12 @@ class TemplateLibrary:
 
     # -- claims and publishing -----------------------------------------------------------
     def claim_version(self, template_id: str, content_hash: str, *, tiers: dict[str, str] | None = None) -> int:
-        """Reserve the next version number (create-only; claims are never deleted)."""
+        """Reserve the next version number (the claim's record 1, create-only and never deleted)."""
         version = max(self._scan(template_id), default=0) + 1
-        while True:
-            claim = Claim(version, content_hash, time.time(), tiers=dict(tiers or {}))
-            try:
-                self.store.put_if_absent(layout.claim_key(template_id, version), claim.to_bytes())
-                return version
-            except AlreadyExists:
-                version += 1
+        while not take_claim(self.store, template_id, Claim(version, content_hash, time.time(),
+                                                              tiers=dict(tiers or {}))):
+            version += 1
+        return version
 
     def renew_claim(self, template_id: str, version: int) -> bool:
         """Renew a building claim's lease; False once orphan cleanup has abandoned it."""
@@ -291,21 +292,23 @@ class TemplateLibrary:
         move_claim(self.store, template_id, version, change)
 
     # -- aliases -------------------------------------------------------------------------
-    def advance_alias(self, template_id: str, alias: str, version: int, *, allow_model_change: bool = False) -> None:
+    def advance_alias(self, template_id: str, alias: str, version: int, *,
+                      allow_model_change: bool = False) -> int | None:
         """Point ``alias`` at ``version`` unless it already points at a newer one, or at one built
-        for another model and ``allow_model_change`` is not given (CAS loop)."""
+        for another model and ``allow_model_change`` is not given. The number of the alias
+        record written (None: the alias was left as it was)."""
         def should_move(current: int | None) -> bool:
             return (current is None or current < version) and (
                 allow_model_change or self.same_model(template_id, current, version))
 
-        self._swap_alias(template_id, alias, version, should_move)
+        return self._swap_alias(template_id, alias, version, should_move)
 
     def set_alias(self, template_id: str, alias: str, version: int, *, force: bool = False,
-                  allow_model_change: bool = False) -> None:
-        """Point ``alias`` at a published version (pin or roll back). ``force`` overwrites an alias
-        document that cannot be read, still by compare-and-swap on its current ETag, and logs it.
-        Moving it onto a version built for another model is a :class:`ModelChange` unless
-        ``allow_model_change``."""
+                  allow_model_change: bool = False) -> int | None:
+        """Point ``alias`` at a published version (pin or roll back); the number of the alias record
+        written (None: it pointed there already). ``force`` moves on from a newest record that
+        cannot be read (still create-only, after it), and logs it. Moving it onto a version built
+        for another model is a :class:`ModelChange` unless ``allow_model_change``."""
         layout.validate_alias(alias)
         if self.store.head(layout.manifest_key(template_id, version)) is None:
             if not self._has_versions(template_id):
@@ -323,24 +326,25 @@ class TemplateLibrary:
                                   "Allow it explicitly (--allow-model-change)")
             return True
 
-        self._swap_alias(template_id, alias, version, should_move, force=force)
+        return self._swap_alias(template_id, alias, version, should_move, force=force)
 
     def _swap_alias(self, template_id: str, alias: str, version: int, should_move: Callable[[int | None], bool],
-                    *, force: bool = False) -> None:
+                    *, force: bool = False) -> int | None:
         """Read the alias's newest record, decide, and write the next one create-only
         (:mod:`~sakura.platform.alias_log`); another mover wrote it first: read and decide again."""
         while True:
             found = alias_log.head(self.store, template_id, alias)
             current = None if found.data is None else self._alias_version(template_id, alias, found.data, force)
             if current != 0 and not should_move(current):
-                return
+                return None
             seq = alias_log.append(self.store, template_id, alias, found, version)
             if seq is None:
                 continue
             if current == 0:
                 log.warning("alias %r of template %r was unreadable; overwritten by force with version %d",
                             alias, template_id, version)
-            return self._confirm_alias(template_id, alias, version, seq)
+            self._confirm_alias(template_id, alias, version)
+            return seq
 
     @staticmethod
     def _alias_version(template_id: str, alias: str, data: bytes, force: bool) -> int:
@@ -353,129 +357,29 @@ class TemplateLibrary:
             raise AliasUnreadable(f"alias {alias!r} of template {template_id!r} is unreadable ({exc}); overwrite it "
                                   f"explicitly with `sakura alias set {template_id} {alias} VERSION --force`") from None
 
-    def _confirm_alias(self, template_id: str, alias: str, version: int, seq: int) -> None:
-        """After moving an alias onto ``version`` (record ``seq``): reinstate it if retired; take
-        the move back if it is being deleted."""
+    def _confirm_alias(self, template_id: str, alias: str, version: int) -> None:
+        """After moving an alias onto ``version``: reinstate it if retired; undo the move if it is
+        being deleted."""
         if reinstate(self.store, template_id, version) != DELETING:
             return
-        alias_log.retract(self.store, template_id, alias, seq)
+        alias_log.settle(self.store, template_id, alias)
         raise VersionRetired(f"template {template_id!r} version {version} is being deleted by gc; "
                              "the alias was not moved")
 
-    # -- gc and orphans ------------------------------------------------------------------
+    # -- gc and orphans (sakura.platform.library_gc) ----------------------------------------
     def gc(self, template_id: str, keep: int, *, grace_s: float = RETIRE_GRACE_S) -> list[int]:
         """Delete published versions beyond the newest ``keep`` once no alias has pointed at them
         for ``grace_s`` (two phases, see the module docstring); the versions deleted now.
         Idempotent, and safe to run concurrently with itself, alias moves and builds."""
-        _check_keep(keep)
-        pinned = self._alias_targets(template_id)
-        if pinned is None:
-            return []
-        scan = self._scan(template_id)
-        published = sorted(v for v, names in scan.items() if _MANIFEST in names)
-        doomed = _doomed(published, pinned, keep)
-        for version in published:
-            if version not in doomed and _MARK in scan[version]:
-                reinstate(self.store, template_id, version)
-        for version in doomed:
-            retire(self.store, template_id, version)
-        pinned = self._alias_targets(template_id) if doomed else set()  # again, after marking
-        deleted: list[int] = []
-        for version in doomed if pinned is not None else []:
-            if pinned is not None and version in pinned:
-                reinstate(self.store, template_id, version)
-            elif self._collect(template_id, version, grace_s):
-                deleted.append(version)
-        for version, names in scan.items():  # finish deletions that a crashed or concurrent gc began
-            if _MARK in names and _MANIFEST not in names and names - {_CLAIM, _MARK}:
-                self._collect(template_id, version, grace_s)
-        return deleted
+        return library_gc.gc(self, template_id, keep, grace_s)
 
     def gc_candidates(self, template_id: str, keep: int) -> list[int]:
         """The versions :meth:`gc` would retire now (deleted once ``grace_s`` has passed): changes nothing."""
-        _check_keep(keep)
-        pinned = self._alias_targets(template_id)
-        return [] if pinned is None else _doomed(self.versions(template_id), pinned, keep)
+        return library_gc.gc_candidates(self, template_id, keep)
 
     def clean_orphans(self, template_id: str, *, grace_s: float = ORPHAN_GRACE_S,
                       levels: Iterable[str] = ()) -> list[int]:
         """Abandon unpublished claims whose lease is older than ``grace_s`` and delete their files
         (``levels``: level names whose tier stores to clean too, for claims that don't record
         them). Files a zombie worker writes later are swept by the next call."""
-        extra = [(lv, None) for lv in levels if lv in self.tiers]
-        removed = []
-        for version, names in sorted(self._scan(template_id).items()):
-            if _CLAIM not in names or _MANIFEST in names or _MARK in names:
-                continue
-            try:
-                claim = move_claim(self.store, template_id, version, lambda c: replace(c, state=ABANDONED)
-                                   if c.state == BUILDING and c.age_s >= grace_s else None)
-            except (ManifestError, ClaimAbandoned):
-                continue  # unreadable or gone: leave it
-            if claim.state == ABANDONED and (names != {_CLAIM} or claim.tiers or extra):
-                self._erase(template_id, version, [*extra, *claim.tiers.items()])
-                removed.append(version)
-        return removed
-
-    def _alias_targets(self, template_id: str) -> set[int] | None:
-        """Versions some alias points at; None if an alias is unreadable (it may point anywhere)."""
-        out = set()
-        for name, data in alias_log.heads(self.store, template_id).items():
-            try:
-                out.add(AliasDoc.from_bytes(data).version)
-            except ManifestError:
-                log.warning("gc: alias %r is unreadable; %r keeps every version until it is repaired",
-                            name, template_id)
-                return None
-        return out
-
-    def _collect(self, template_id: str, version: int, grace_s: float) -> bool:
-        """Delete a version whose mark is ``deleting``, or ``retired`` for ``grace_s``, unless aliased."""
-        while True:
-            try:
-                mark, etag = read_mark(self.store, template_id, version)
-            except ManifestError:
-                return False
-            if mark is None or etag is None or mark.state == REINSTATED:
-                return False
-            if mark.state == DELETING:
-                break
-            if time.time() - mark.at < grace_s:
-                return False
-            try:
-                levels = tuple((lv.name, lv.store) for lv in self.manifest(template_id, version).levels)
-            except (LibraryError, ManifestError):
-                return False
-            mark = Retirement(DELETING, time.time(), levels)
-            try:
-                self.store.put_if_match(layout.retired_key(template_id, version), mark.to_bytes(), etag)
-                break
-            except PreconditionFailed:
-                continue
-        pinned = self._alias_targets(template_id)
-        if pinned is None or version in pinned:
-            log.warning("gc: %s v%d was aliased as gc began deleting it; kept while an alias points at it",
-                        template_id, version)
-            return False
-        self.store.delete(layout.manifest_key(template_id, version))  # invisible first
-        self._erase(template_id, version, mark.levels)
-        return True
-
-    def _erase(self, template_id: str, version: int, levels: Iterable[tuple[str, str | None]]) -> None:
-        """Delete a version's files (level files from their tiers too), keeping the tombstones
-        that stop its number being reused (claim) or an alias moving onto it (mark)."""
-        for name, uri in levels:
-            (self._open(uri) if uri else self.tier(name)).delete(layout.level_key(template_id, version, name))
-        for obj in list(self.store.list(layout.version_prefix(template_id, version))):
-            if obj.key.rsplit("/", 1)[-1] not in (_CLAIM, _MARK, _MANIFEST):
-                self.store.delete(obj.key)
-
-
-def _check_keep(keep: int) -> None:
-    if keep < 1:
-        raise LibraryError("gc must keep at least one version")
-
-
-def _doomed(published: list[int], pinned: set[int], keep: int) -> list[int]:
-    """Published versions (ascending) past the newest ``keep`` that no alias points at."""
-    return [v for v in published[:-keep] if v not in pinned]
+        return library_gc.clean_orphans(self, template_id, grace_s, levels)

@@ -1,12 +1,19 @@
-"""The two mutable objects of a version, both moved only by compare-and-swap.
+"""The two mutable objects of a version, both logs of create-only records
+(:mod:`sakura.platform.record_log`): a move reads the newest record, decides, and writes the next
+number create-only, so of two movers that read the same record exactly one moves.
 
-``claim.json`` (building -> publishing -> published, or building -> abandoned) reserves the
-number and says how far publishing got; ``retired.json`` (retired <-> reinstated, retired ->
-deleting, which is final) is gc's mark. :mod:`sakura.platform.library` explains the protocols.
+The claim, ``claim/<seq>.json`` (building -> publishing -> published, or building -> abandoned),
+says how far publishing got; its record 1, written create-only by the build that takes the
+number, is never deleted, so no number is handed out twice. gc's retirement mark,
+``retired/<seq>.json`` (retired <-> reinstated, retired -> deleting, which is final). Where a
+version has no records, its ``claim.json`` / ``retired.json`` from before the logs (when they
+moved by compare-and-swap) is read, and the first move writes record 1 from it.
+:mod:`sakura.platform.library` explains the protocols.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -15,7 +22,12 @@ from dataclasses import asdict, dataclass, field
 from sakura.platform import layout
 from sakura.platform.errors import SakuraError
 from sakura.platform.manifest import ManifestError
-from sakura.platform.store import AlreadyExists, NotFound, ObjectStore, PreconditionFailed
+from sakura.platform.record_log import Head, RecordLog
+from sakura.platform.store import AlreadyExists, ObjectStore
+
+__all__ = ["ABANDONED", "BUILDING", "CLAIM_ORDER", "DELETING", "PUBLISHED", "PUBLISHING", "REINSTATED", "RETIRED",
+           "Claim", "ClaimAbandoned", "Retirement", "begin_deleting", "claim_log", "mark_log", "mark_state",
+           "move_claim", "read_claim", "read_mark", "reinstate", "retire", "take_claim", "write_once"]
 
 BUILDING, PUBLISHING, PUBLISHED, ABANDONED = "building", "publishing", "published", "abandoned"
 RETIRED, REINSTATED, DELETING = "retired", "reinstated", "deleting"
@@ -90,44 +102,54 @@ def write_once(store: ObjectStore, key: str, data: bytes) -> None:
             raise
 
 
+def claim_log(store: ObjectStore, template_id: str, version: int) -> RecordLog:
+    """The claim's log: never pruned (its record 1 keeps the number taken; a claim moves a few times,
+    and once per lease renewal)."""
+    return RecordLog(store, layout.claim_prefix(template_id, version), legacy=layout.claim_key(template_id, version),
+                     keep=None)
+
+
+def mark_log(store: ObjectStore, template_id: str, version: int) -> RecordLog:
+    return RecordLog(store, layout.retired_prefix(template_id, version),
+                     legacy=layout.retired_key(template_id, version))
+
+
+def take_claim(store: ObjectStore, template_id: str, claim: Claim) -> bool:
+    """Write the claim's record 1 create-only: False if the number is taken."""
+    return claim_log(store, template_id, claim.version).append(Head(0, None), claim.to_bytes()) is not None
+
+
 def read_claim(store: ObjectStore, template_id: str, version: int) -> Claim | None:
+    data = claim_log(store, template_id, version).head().data
     try:
-        return Claim.from_bytes(version, store.get(layout.claim_key(template_id, version)))
-    except (NotFound, ManifestError):
+        return None if data is None else Claim.from_bytes(version, data)
+    except ManifestError:
         return None
 
 
 def move_claim(store: ObjectStore, template_id: str, version: int, change: Callable[[Claim], Claim | None]) -> Claim:
-    """Apply ``change`` to the claim by compare-and-swap (None: leave it); the claim after."""
-    key = layout.claim_key(template_id, version)
-    while True:
-        try:
-            data, etag = store.get_with_etag(key)
-        except NotFound:
-            raise ClaimAbandoned(f"{template_id} v{version} has no claim") from None
-        claim = Claim.from_bytes(version, data)
-        new = change(claim)
-        if new is None:
-            return claim
-        try:
-            store.put_if_match(key, new.to_bytes(), etag)
-            return new
-        except PreconditionFailed:
-            continue
+    """Apply ``change`` to the claim (None: leave it); the claim after. Raises
+    :class:`ClaimAbandoned` if the version has no claim, ManifestError if it is unreadable."""
+    def decide(head: Head) -> bytes | None:
+        if head.data is None:
+            raise ClaimAbandoned(f"{template_id} v{version} has no claim")
+        new = change(Claim.from_bytes(version, head.data))
+        return None if new is None else new.to_bytes()
+
+    head, _ = claim_log(store, template_id, version).move(decide)
+    assert head.data is not None
+    return Claim.from_bytes(version, head.data)
 
 
-def read_mark(store: ObjectStore, template_id: str, version: int) -> tuple[Retirement | None, str | None]:
-    """The retirement mark and its ETag, or (None, None). Raises ManifestError if unreadable."""
-    try:
-        data, etag = store.get_with_etag(layout.retired_key(template_id, version))
-    except NotFound:
-        return None, None
-    return Retirement.from_bytes(data), etag
+def read_mark(store: ObjectStore, template_id: str, version: int) -> Retirement | None:
+    """The retirement mark, or None. Raises ManifestError if unreadable."""
+    data = mark_log(store, template_id, version).head().data
+    return None if data is None else Retirement.from_bytes(data)
 
 
 def mark_state(store: ObjectStore, template_id: str, version: int) -> str | None:
     try:
-        mark, _ = read_mark(store, template_id, version)
+        mark = read_mark(store, template_id, version)
     except ManifestError:
         return DELETING  # an unreadable mark: assume the worst
     return mark.state if mark else None
@@ -135,32 +157,45 @@ def mark_state(store: ObjectStore, template_id: str, version: int) -> str | None
 
 def retire(store: ObjectStore, template_id: str, version: int) -> None:
     """Mark a version retired now, unless it is marked already (a reinstated mark restarts)."""
-    key = layout.retired_key(template_id, version)
-    try:
-        store.put_if_absent(key, Retirement(RETIRED, time.time()).to_bytes())
-        return
-    except AlreadyExists:
-        pass
-    try:
-        mark, etag = read_mark(store, template_id, version)
-        if mark is not None and etag is not None and mark.state == REINSTATED:
-            store.put_if_match(key, Retirement(RETIRED, time.time()).to_bytes(), etag)
-    except (ManifestError, PreconditionFailed):
-        return  # unreadable, or changed meanwhile: the next run decides
+    def decide(head: Head) -> bytes | None:
+        if head.data is None or Retirement.from_bytes(head.data).state == REINSTATED:
+            return Retirement(RETIRED, time.time()).to_bytes()
+        return None
+
+    with contextlib.suppress(ManifestError):  # unreadable: left as it is, and never deleted
+        mark_log(store, template_id, version).move(decide)
 
 
 def reinstate(store: ObjectStore, template_id: str, version: int) -> str | None:
-    """Swap a ``retired`` mark to ``reinstated``; the mark's state afterwards."""
-    while True:
-        try:
-            mark, etag = read_mark(store, template_id, version)
-        except ManifestError:
-            return DELETING
-        if mark is None or etag is None or mark.state != RETIRED:
-            return mark.state if mark else None
-        try:
-            reinstated = Retirement(REINSTATED, time.time()).to_bytes()
-            store.put_if_match(layout.retired_key(template_id, version), reinstated, etag)
-            return REINSTATED
-        except PreconditionFailed:
-            continue
+    """Move a ``retired`` mark to ``reinstated``; the mark's state afterwards (an unreadable mark
+    reads as ``deleting``)."""
+    def decide(head: Head) -> bytes | None:
+        if head.data is None or Retirement.from_bytes(head.data).state != RETIRED:
+            return None
+        return Retirement(REINSTATED, time.time()).to_bytes()
+
+    try:
+        head, _ = mark_log(store, template_id, version).move(decide)
+        return None if head.data is None else Retirement.from_bytes(head.data).state
+    except ManifestError:
+        return DELETING
+
+
+def begin_deleting(store: ObjectStore, template_id: str, version: int, grace_s: float,
+                   levels: Callable[[], tuple[tuple[str, str | None], ...] | None]) -> Retirement | None:
+    """Move a mark that has said ``retired`` for ``grace_s`` to ``deleting`` (final), recording
+    ``levels()`` (None: the version cannot be read, leave it). The ``deleting`` mark if the
+    version is being deleted now, else None."""
+    def decide(head: Head) -> bytes | None:
+        mark = None if head.data is None else Retirement.from_bytes(head.data)
+        if mark is None or mark.state != RETIRED or time.time() - mark.at < grace_s:
+            return None
+        found = levels()
+        return None if found is None else Retirement(DELETING, time.time(), found).to_bytes()
+
+    try:
+        head, _ = mark_log(store, template_id, version).move(decide)
+        mark = None if head.data is None else Retirement.from_bytes(head.data)
+    except ManifestError:
+        return None
+    return mark if mark is not None and mark.state == DELETING else None

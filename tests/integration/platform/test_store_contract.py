@@ -11,7 +11,6 @@ from sakura.platform.store import (
     AlreadyExists,
     InvalidKey,
     NotFound,
-    PreconditionFailed,
     StoreError,
     TransientStoreError,
     open_store,
@@ -39,18 +38,14 @@ def test_put_get_range_head_and_overwrite(store):
         store.get("a/missing")
 
 
-def test_create_only_and_compare_and_swap(store):
+def test_create_only(store):
     store.put_if_absent("m.json", b"v1")
     with pytest.raises(AlreadyExists):
         store.put_if_absent("m.json", b"v2")
     assert store.get("m.json") == b"v1"
-    data, etag = store.get_with_etag("m.json")
-    store.put_if_match("m.json", b"v2", etag)
-    with pytest.raises(PreconditionFailed):
-        store.put_if_match("m.json", b"v3", etag)  # stale etag
-    with pytest.raises(PreconditionFailed):
-        store.put_if_match("absent.json", b"v1", etag)
-    assert store.get("m.json") == b"v2"
+    store.delete("m.json")
+    store.put_if_absent("m.json", b"v3")  # a deleted key can be created again
+    assert store.get("m.json") == b"v3"
 
 
 def test_list_is_prefix_filtered_and_ordered_and_delete_is_idempotent(store):
@@ -71,27 +66,26 @@ def test_keys_that_could_escape_are_refused(store, key):
         store.get(key)
 
 
-def test_concurrent_compare_and_swap_loses_no_update(tmp_path):
-    """Local stores only: moto checks If-Match and writes in two steps, real S3 atomically."""
-    store = open_store(f"file://{tmp_path}/root")
-    store.put_if_absent("counter", b"0")
+def test_racing_create_only_writes_have_one_winner(store):
+    """What the library rests on (docs/architecture.md, "What the library needs from a store"):
+    of writers racing to create one key, exactly one succeeds and its bytes are what is stored."""
+    for trial in range(8):
+        key, barrier, won = f"race/{trial}.json", threading.Barrier(4), []
 
-    def bump() -> None:
-        for _ in range(10):
-            while True:
-                data, etag = store.get_with_etag("counter")
-                try:
-                    store.put_if_match("counter", str(int(data) + 1).encode(), etag)
-                    break
-                except PreconditionFailed:
-                    continue
+        def create(writer: int, key: str = key, barrier: threading.Barrier = barrier, won: list = won) -> None:
+            barrier.wait(timeout=30)
+            try:
+                store.put_if_absent(key, f"writer {writer}".encode())
+                won.append(writer)
+            except AlreadyExists:
+                pass
 
-    threads = [threading.Thread(target=bump) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert store.get("counter") == b"40"
+        threads = [threading.Thread(target=create, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert len(won) == 1 and store.get(key) == f"writer {won[0]}".encode(), (trial, won)
 
 
 def test_unreachable_s3_is_a_transient_error_and_unknown_schemes_are_refused():

@@ -4,14 +4,15 @@ store wrapper that injects faults at exact points."""
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from sakura.platform import layout
 from sakura.platform.library import TemplateLibrary
 from sakura.platform.manifest import LevelEntry, Manifest, ModelRef, ScheduleRef, ShardEntry, ShardLocation, TokenLayout
 from sakura.platform.store import ObjectInfo, ObjectStore
+from sakura.platform.version_state import move_claim
 
 LEVEL = "compact"
 
@@ -49,11 +50,17 @@ def put_version(library: TemplateLibrary, template_id: str, content_hash: str = 
 
 
 def age_claim(store: ObjectStore, template_id: str, version: int, seconds: float) -> None:
-    """Make a claim look ``seconds`` old (its lease taken that long ago)."""
-    key = layout.claim_key(template_id, version)
-    raw = json.loads(store.get(key))
-    raw.update(created_at=time.time() - seconds, renewed_at=0.0)
-    store.put(key, json.dumps(raw).encode())
+    """Make a claim look ``seconds`` old (its lease taken that long ago): a move of its log."""
+    move_claim(store, template_id, version, lambda c: replace(c, created_at=time.time() - seconds, renewed_at=0.0))
+
+
+def tombstones(store: ObjectStore, template_id: str, version: int) -> set[str]:
+    """The names left under a version (each log's folder for its records), checking that its
+    claim's record 1, which keeps the number taken, is among them."""
+    prefix = layout.version_prefix(template_id, version)
+    keys = [o.key for o in store.list(prefix)]
+    assert layout.claim_prefix(template_id, version) + "000000000001.json" in keys, keys
+    return {key[len(prefix):].split("/")[0] for key in keys}
 
 
 def check_aliases(library: TemplateLibrary, template_id: str) -> dict[str, int]:
@@ -84,9 +91,6 @@ class Faulty(ObjectStore):
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         return self.inner.get(key, byte_range)
 
-    def get_with_etag(self, key: str) -> tuple[bytes, str]:
-        return self.inner.get_with_etag(key)
-
     def head(self, key: str) -> ObjectInfo | None:
         return self.inner.head(key)
 
@@ -95,9 +99,6 @@ class Faulty(ObjectStore):
 
     def put_if_absent(self, key: str, data: bytes) -> ObjectInfo:
         return self._write("put_if_absent", key, lambda: self.inner.put_if_absent(key, data))
-
-    def put_if_match(self, key: str, data: bytes, etag: str) -> ObjectInfo:
-        return self._write("put_if_match", key, lambda: self.inner.put_if_match(key, data, etag))
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         return self.inner.list(prefix)

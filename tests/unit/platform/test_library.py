@@ -21,9 +21,18 @@ from sakura.platform.library import (
 )
 from sakura.platform.manifest import Manifest, ManifestError
 from sakura.platform.store import AlreadyExists, open_store
-from sakura.platform.version_state import Retirement
+from sakura.platform.version_state import Claim, Retirement, claim_log, mark_log, read_claim
 from tests.helpers import make_library
-from tests.unit.platform.library_helpers import Faulty, age_claim, build_files, put_version
+from tests.unit.platform.library_helpers import (
+    LEVEL,
+    Faulty,
+    age_claim,
+    build_files,
+    level_bytes,
+    put_version,
+    synthetic_manifest,
+    tombstones,
+)
 
 
 @pytest.fixture
@@ -61,8 +70,7 @@ def test_gc_keeps_the_newest_and_every_aliased_version(library):
     lib.set_alias("tpl", "pinned", 1)
     assert lib.gc("tpl", keep=1, grace_s=0) == [2]
     assert lib.versions("tpl") == [1, 3]
-    assert [o.key for o in open_store(uri).list(layout.version_prefix("tpl", 2))] == [
-        layout.claim_key("tpl", 2), layout.retired_key("tpl", 2)]  # tombstones: 2 is never reused or re-aliased
+    assert tombstones(open_store(uri), "tpl", 2) == {"claim", "retired"}  # 2 is never reused or re-aliased
 
 
 def test_orphaned_claims_are_invisible_and_cleaned_after_the_grace_period(library):
@@ -73,7 +81,7 @@ def test_orphaned_claims_are_invisible_and_cleaned_after_the_grace_period(librar
     assert v not in lib.versions("tpl") and lib.resolve("tpl", "latest") == 3
     assert lib.clean_orphans("tpl", grace_s=3600) == []
     assert lib.clean_orphans("tpl", grace_s=0, levels=["compact"]) == [v]
-    assert [o.key for o in store.list(layout.version_prefix("tpl", v))] == [layout.claim_key("tpl", v)]  # tombstone
+    assert tombstones(store, "tpl", v) == {"claim"}
 
 
 def test_concurrent_claims_never_share_a_number(library):
@@ -127,7 +135,7 @@ def bare(tmp_path):
 
 
 def _mark(lib, version):
-    return json.loads(lib.store.get(layout.retired_key("tpl", version)))
+    return json.loads(mark_log(lib.store, "tpl", version).head().data)
 
 
 def _newest(lib, template_id: str, alias: str) -> str:
@@ -298,8 +306,7 @@ def test_an_abandoned_claim_is_cleaned_at_once_and_never_published(bare):
     with pytest.raises(ClaimAbandoned):
         lib.publish(lost)
     assert lib.clean_orphans("tpl") == [lost.version]  # no grace period: nobody holds it
-    assert [o.key for o in lib.store.list(layout.version_prefix("tpl", lost.version))] == [
-        layout.claim_key("tpl", lost.version)]
+    assert tombstones(lib.store, "tpl", lost.version) == {"claim"}
     retry = build_files(lib, "tpl")
     assert retry.version == lost.version + 1
     lib.publish(retry)
@@ -313,3 +320,82 @@ def test_write_once_accepts_its_own_lost_reply_and_nothing_else(bare):
     with pytest.raises(AlreadyExists):
         write_once(lib.store, "a/b", b"theirs")
     assert lib.store.get("a/b") == b"mine"
+
+
+def test_the_library_writes_only_create_only_records_and_deletes(bare):
+    """No compare-and-swap, no overwrite: publishing, claims, aliases, gc and orphan cleanup ask
+    the store for create-only writes and deletes only (SeaweedFS's If-Match is not atomic)."""
+    lib, uri = bare
+    ops: list[str] = []
+    watched = TemplateLibrary(Faulty(open_store(uri), hook=lambda op, key: ops.append(op)))
+    for _ in range(3):
+        put_version(watched, "tpl")
+    watched.set_alias("tpl", "stable", 1)
+    watched.advance_alias("tpl", "next", 2)
+    alive, dead = build_files(watched, "tpl"), build_files(watched, "tpl")
+    assert watched.renew_claim("tpl", alive.version)
+    watched.abandon_claim("tpl", dead.version)
+    assert watched.clean_orphans("tpl") == [dead.version]
+    watched.set_alias("tpl", "stable", 3)
+    assert watched.gc("tpl", keep=1, grace_s=0) == [1]  # 2 stays: "next" points at it
+    assert set(ops) == {"put_if_absent", "delete"}, sorted(set(ops))
+
+
+def test_a_claim_and_a_mark_from_before_the_logs_are_read_and_moved_on_from(bare):
+    """A library written before the logs: ``claim.json`` and ``retired.json`` are the claim and
+    the mark until their first move, which writes record 1 from them."""
+    lib, _ = bare
+    store = lib.store
+    store.put(layout.claim_key("tpl", 1), Claim(1, "c" * 64, time.time()).to_bytes())  # a build in flight
+    store.put(layout.level_key("tpl", 1, LEVEL), level_bytes("tpl", 1))
+    store.put(layout.claim_key("tpl", 2), Claim(2, "d" * 64, time.time()).to_bytes())  # another, not published
+    assert read_claim(store, "tpl", 1).state == "building" and lib.claim_version("tpl", "e" * 64) == 3
+    lib.publish(synthetic_manifest("tpl", 1))
+    assert read_claim(store, "tpl", 1).state == "published" and lib.resolve("tpl", "latest") == 1
+    assert claim_log(store, "tpl", 1).seqs() == [1, 2]  # publishing (from claim.json), then published
+    lib.publish(synthetic_manifest("tpl", 3, "e" * 64))
+    store.put(layout.retired_key("tpl", 1), Retirement("retired", 0.0).to_bytes())  # gc's mark, long ago
+    assert lib.gc("tpl", keep=1, grace_s=60) == [1] and lib.versions("tpl") == [3]
+    assert _mark(lib, 1)["state"] == "deleting" and mark_log(store, "tpl", 1).seqs() == [1]
+    assert tombstones(store, "tpl", 1) == {"claim", "claim.json", "retired", "retired.json"}
+    with pytest.raises(LibraryError, match="no published version 1"):
+        lib.set_alias("tpl", "stable", 1)
+
+
+def test_gc_undoes_an_alias_move_whose_mover_died_before_it_could(bare):
+    """A mover wrote its record onto a version gc was deleting, then was killed before reading the
+    mark: the next gc puts the alias back where it was, as the mover would have."""
+    lib, uri = bare
+    for _ in range(3):
+        put_version(lib, "tpl")
+    lib.set_alias("tpl", "stable", 2)
+    mark_log(lib.store, "tpl", 1).move(lambda h: Retirement("deleting", time.time()).to_bytes())
+    found = alias_log.head(lib.store, "tpl", "stable")
+    alias_log.append(lib.store, "tpl", "stable", found, 1)  # ...and nothing more
+    assert lib.resolve("tpl", "stable") == 1
+    assert lib.gc("tpl", keep=1, grace_s=3600) == [1]  # deleting already: no grace left
+    assert lib.resolve("tpl", "stable") == 2 and lib.versions("tpl") == [2, 3]
+    assert alias_log.head(lib.store, "tpl", "stable").seq == found.seq + 2  # an undo is a record too
+
+
+def test_an_undo_skips_earlier_values_that_are_being_deleted_too(bare):
+    """Two movers' records, both onto versions gc is deleting, the later one's undo must not put
+    the alias back on the earlier one: it goes back to the newest value not being deleted, or,
+    with none left, the alias is removed."""
+    lib, _ = bare
+    for _ in range(4):
+        put_version(lib, "tpl")
+    lib.set_alias("tpl", "stable", 3)
+    for version in (1, 2):
+        mark_log(lib.store, "tpl", version).move(lambda h: Retirement("deleting", time.time()).to_bytes())
+    for version in (1, 2):
+        alias_log.append(lib.store, "tpl", "stable", alias_log.head(lib.store, "tpl", "stable"), version)
+    alias_log.settle(lib.store, "tpl", "stable")
+    assert lib.resolve("tpl", "stable") == 3
+    alias_log.append(lib.store, "tpl", "fresh", alias_log.head(lib.store, "tpl", "fresh"), 1)
+    lib.gc("tpl", keep=1, grace_s=0)
+    assert "fresh" not in lib.aliases("tpl") and lib.versions("tpl") == [3, 4]
+    with pytest.raises(LibraryError, match="no alias"):
+        lib.resolve("tpl", "fresh")
+    lib.set_alias("tpl", "fresh", 4)  # a removed alias can be set again
+    assert lib.aliases("tpl") == {"latest": 4, "stable": 3, "fresh": 4}

@@ -1,8 +1,10 @@
 """The object-store interface: what the build job, the server and the operator commands need.
 
-Keys are ``/``-separated relative paths. Two conditional writes make publishing safe: a
-create-only put (the manifest: a version becomes visible exactly once) and a compare-and-swap
-put (aliases). Implementations are chosen by URI scheme (:mod:`.registry`).
+Keys are ``/``-separated relative paths. One conditional write makes the library safe: the
+create-only put, which must be atomic (of two writers racing on one key exactly one succeeds).
+Every mutable object is a log of create-only records (:mod:`sakura.platform.record_log`), so no
+compare-and-swap is needed (SeaweedFS's ``If-Match`` is not atomic). Implementations are chosen
+by URI scheme (:mod:`.registry`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class AlreadyExists(StoreError):
 
 
 class PreconditionFailed(StoreError):
-    """A compare-and-swap lost: the object changed (or appeared) since it was read."""
+    """A server refused a conditional request (HTTP 412); :meth:`ObjectStore.put_if_absent`
+    reports it as :class:`AlreadyExists`."""
 
     code = "precondition_failed"
 
@@ -101,9 +104,6 @@ class ObjectStore(abc.ABC):
         """The object's bytes, or ``[start, end)`` of them. Raises :class:`NotFound`."""
 
     @abc.abstractmethod
-    def get_with_etag(self, key: str) -> tuple[bytes, str]: ...
-
-    @abc.abstractmethod
     def head(self, key: str) -> ObjectInfo | None: ...
 
     @abc.abstractmethod
@@ -112,11 +112,8 @@ class ObjectStore(abc.ABC):
 
     @abc.abstractmethod
     def put_if_absent(self, key: str, data: bytes) -> ObjectInfo:
-        """Create-only write. Raises :class:`AlreadyExists` if the key exists."""
-
-    @abc.abstractmethod
-    def put_if_match(self, key: str, data: bytes, etag: str) -> ObjectInfo:
-        """Compare-and-swap. Raises :class:`PreconditionFailed` unless the current etag is ``etag``."""
+        """Create-only write, atomic: of two writers racing on one key exactly one succeeds.
+        Raises :class:`AlreadyExists` if the key exists."""
 
     @abc.abstractmethod
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:

@@ -1,15 +1,14 @@
 """``file://`` stores: a directory tree, the embedded default.
 
 Atomicity comes from the filesystem: every write goes to a temporary file in the target's
-directory and is then renamed over the target (plain put), hard-linked to it (create-only:
-``link`` fails if the target exists), or renamed under an exclusive per-key lock after checking
-the etag (compare-and-swap). The etag is the sha256 of the content.
+directory and is then renamed over the target (plain put) or hard-linked to it (create-only:
+``link`` fails if the target exists). The etag is the sha256 of the content. ``*.lock`` files,
+which the compare-and-swap of older releases left beside their objects, are no keys.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import tempfile
@@ -23,7 +22,6 @@ from sakura.platform.store.base import (
     NotFound,
     ObjectInfo,
     ObjectStore,
-    PreconditionFailed,
     StoreError,
     check_key,
     folder_after,
@@ -60,10 +58,6 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StoreError(f"cannot read {self.uri}/{key}: {exc}") from exc
 
-    def get_with_etag(self, key: str) -> tuple[bytes, str]:
-        data = self.get(key)
-        return data, _etag(data)
-
     def head(self, key: str) -> ObjectInfo | None:
         try:
             data = self.get(key)
@@ -84,19 +78,6 @@ class LocalStore(ObjectStore):
                 os.link(tmp, path)
             except FileExistsError:
                 raise AlreadyExists(f"{self.uri}/{key} already exists") from None
-        return ObjectInfo(key, len(data), _etag(data))
-
-    def put_if_match(self, key: str, data: bytes, etag: str) -> ObjectInfo:
-        path = self._path(key)
-        with self._locked(path):
-            try:
-                current = _etag(path.read_bytes())
-            except FileNotFoundError:
-                raise PreconditionFailed(f"{self.uri}/{key} does not exist") from None
-            if current != etag:
-                raise PreconditionFailed(f"{self.uri}/{key} changed since it was read")
-            with self._temp(path, data) as tmp:
-                os.replace(tmp, path)
         return ObjectInfo(key, len(data), _etag(data))
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
@@ -156,16 +137,6 @@ class LocalStore(ObjectStore):
             except OSError as exc:
                 raise StoreError(f"cannot write under {path.parent}: {exc}") from exc
             yield tmp
-
-    @contextlib.contextmanager
-    def _locked(self, path: Path) -> Iterator[None]:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(str(path) + _LOCK_SUFFIX, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _etag(data: bytes) -> str:

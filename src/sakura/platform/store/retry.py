@@ -15,8 +15,8 @@ T = TypeVar("T")
 class RetryingStore(ObjectStore):
     """Retries :class:`TransientStoreError`; every other error passes through at once.
 
-    Conditional writes are retried too: if a first attempt landed but its answer was lost, the
-    retry reports AlreadyExists/PreconditionFailed, which callers already handle by re-reading.
+    Create-only writes are retried too: if a first attempt landed but its answer was lost, the
+    retry reports AlreadyExists, which callers already handle by re-reading.
     """
 
     def __init__(self, inner: ObjectStore, policy: RetryPolicy = RetryPolicy(),
@@ -38,9 +38,6 @@ class RetryingStore(ObjectStore):
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         return self._call(lambda: self.inner.get(key, byte_range))
 
-    def get_with_etag(self, key: str) -> tuple[bytes, str]:
-        return self._call(lambda: self.inner.get_with_etag(key))
-
     def head(self, key: str) -> ObjectInfo | None:
         return self._call(lambda: self.inner.head(key))
 
@@ -49,9 +46,6 @@ class RetryingStore(ObjectStore):
 
     def put_if_absent(self, key: str, data: bytes) -> ObjectInfo:
         return self._call(lambda: self.inner.put_if_absent(key, data))
-
-    def put_if_match(self, key: str, data: bytes, etag: str) -> ObjectInfo:
-        return self._call(lambda: self.inner.put_if_match(key, data, etag))
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         return iter(self._call(lambda: list(self.inner.list(prefix))))

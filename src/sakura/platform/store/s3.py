@@ -2,7 +2,7 @@
 
 The endpoint comes from ``?endpoint=URL`` in the URI, else ``SAKURA_S3_ENDPOINT``, else boto3's
 own configuration (``AWS_ENDPOINT_URL``...); credentials from the standard AWS chain.
-Create-only writes send ``If-None-Match: *`` and compare-and-swap sends ``If-Match: <etag>``.
+Create-only writes send ``If-None-Match: *``.
 """
 
 from __future__ import annotations
@@ -73,11 +73,6 @@ class S3Store(ObjectStore):
         with self._errors(key):
             return self._client.get_object(**kwargs)["Body"].read()
 
-    def get_with_etag(self, key: str) -> tuple[bytes, str]:
-        with self._errors(key):
-            response = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
-            return response["Body"].read(), response["ETag"]
-
     def head(self, key: str) -> ObjectInfo | None:
         try:
             with self._errors(key):
@@ -97,14 +92,6 @@ class S3Store(ObjectStore):
                 response = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
         except PreconditionFailed:
             raise AlreadyExists(f"{self.uri}/{key} already exists") from None
-        return ObjectInfo(key, len(data), response["ETag"])
-
-    def put_if_match(self, key: str, data: bytes, etag: str) -> ObjectInfo:
-        try:
-            with self._errors(key):
-                response = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfMatch=etag)
-        except NotFound:
-            raise PreconditionFailed(f"{self.uri}/{key} does not exist") from None
         return ObjectInfo(key, len(data), response["ETag"])
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
