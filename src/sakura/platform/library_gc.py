@@ -12,11 +12,12 @@ import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sakura.platform import alias_log, layout
 from sakura.platform.errors import LibraryError
-from sakura.platform.manifest import AliasDoc, ManifestError
+from sakura.platform.manifest import AliasDoc, Manifest, ManifestError
+from sakura.platform.store import ObjectStore
 from sakura.platform.version_state import (
     ABANDONED,
     BUILDING,
@@ -27,8 +28,23 @@ from sakura.platform.version_state import (
     retire,
 )
 
-if TYPE_CHECKING:
-    from sakura.platform.library import TemplateLibrary
+
+class TemplateLibrary(Protocol):
+    """What gc and orphan cleanup need of :class:`sakura.platform.library.TemplateLibrary` (a
+    protocol, so that the library can call in here without the two importing each other)."""
+
+    store: ObjectStore
+    tiers: dict[str, ObjectStore]
+
+    def tier(self, level: str) -> ObjectStore: ...
+
+    def versions(self, template_id: str) -> list[int]: ...
+
+    def manifest(self, template_id: str, ref: int | str = ...) -> Manifest: ...
+
+    def _scan(self, template_id: str) -> dict[int, set[str]]: ...
+
+    def _open(self, uri: str) -> ObjectStore: ...
 
 __all__ = ["clean_orphans", "gc", "gc_candidates"]
 
