@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration test-cluster lint bench clean
+.PHONY: install demo test test-cluster lint bench clean
 
 install: $(STAMP)
 
@@ -20,16 +20,8 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(VENV)/bin/sakura demo --out demo-out
 
-# The unit suite (no Ray) and the integration suite (one Ray cluster, Serve, S3 servers) run side by
-# side, each in its own pytest process; --output-sync prints each suite's report whole when it ends.
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-unit test-integration
-
-test-unit: $(STAMP)
-	$(PY) -m pytest -q tests/unit --durations=10
-
-test-integration: $(STAMP)
-	$(PY) -m pytest -q -m "not cluster" tests/integration --durations=10
+	$(PY) -m pytest -q -m "not cluster" --durations=15
 
 # The kill tests: multi-node Ray on this machine (worker nodes join a head, and tests SIGKILL them
 # mid-build and mid-edit: tests/integration/cluster) and a build killed at random points
