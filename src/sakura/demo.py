@@ -29,7 +29,7 @@ from sakura.platform.verify import verify_model
 #: How much two live edits of a 0.1-0.5 s model may differ by timing noise alone on a shared
 #: machine (an estimate): "no slower" allows that much.
 NOISE = 0.05
-LIVE_REPEATS = 7  # live edits per template and policy; the median one is reported
+LIVE_REPEATS = 7  # live edits per template and policy by default; the median one is reported
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +41,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="bandwidth trace file that shapes the link of the live edits")
     parser.add_argument("--rtt-ms", type=float, default=40.0,
                         help="round trip added to the shaped link, in milliseconds")
+    parser.add_argument("--repeats", type=int, default=LIVE_REPEATS,
+                        help="back-to-back pairs of live edits (SAKURA, the phone alone) per template; the median "
+                             "is reported")
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     started = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -95,11 +100,11 @@ def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespa
         case = cases[entry.id]
         offset = trace.duration * (k + 1) / (len(spec.templates) + 1)
         runs: dict[str, list] = {"hybrid": [], "on-device": []}
-        for repeat in range(LIVE_REPEATS):
+        for repeat in range(args.repeats):
             for policy in _pair_order(list(runs), repeat):
                 runs[policy].append(_live_edit(url, adapter, trace, offset, args.rtt_ms / 1000, case, entry.id,
                                                policy))
-        live, alone = (sorted(results, key=lambda r: r.latency_s)[LIVE_REPEATS // 2] for results in runs.values())
+        live, alone = (sorted(results, key=lambda r: r.latency_s)[args.repeats // 2] for results in runs.values())
         ratio = paired_ratio([(h.latency_s, a.latency_s) for h, a in zip(runs["hybrid"], runs["on-device"])])
         with EdgeSession(url, models=lambda _: adapter) as session:
             exact = session.edit(case.request.image, entry.id, policy="fixed-full", seed=case.request.seed)
@@ -121,14 +126,14 @@ def _edits(url: str, library: str, trace: BandwidthTrace, args: argparse.Namespa
               f"{live.bytes / 1e3:6.1f} kB  levels {counts}  PSNR vs exact KV {psnr}")
         rows.append((entry.id, live.latency_s, alone.latency_s, ratio, simulated, sim.bound()))
     print("\n   latency on the same trace and start time (seconds; live: SAKURA and the phone alone, each from a "
-          f"fresh session,\n   median of {LIVE_REPEATS}; the rest simulated from measured geometry):")
+          f"fresh session,\n   median of {args.repeats}; the rest simulated from measured geometry):")
     print(f"   {'template':13s} {'live':>7s} {'alone':>7s} " + " ".join(f"{s[:12]:>12s}" for s in [*systems, "bound"]))
     for template, live_s, alone_s, _, simulated, bound in rows:
         print(f"   {template:13s} {live_s:7.3f} {alone_s:7.3f} " + " ".join(f"{simulated[s]:12.3f}" for s in systems)
               + f" {bound:12.3f}")
     for template, _, _, ratio, *_ in rows:
         verdict = "no slower" if ratio <= 1 + NOISE else "SLOWER"
-        print(f"   {template:13s} SAKURA / phone alone (live, median of {LIVE_REPEATS} back-to-back pairs) = "
+        print(f"   {template:13s} SAKURA / phone alone (live, median of {args.repeats} back-to-back pairs) = "
               f"{ratio:.3f}: {verdict} (within {NOISE:.0%} of timing noise)")
     print(f"   images: {args.out}/<template>.png (photo, template, SAKURA over the link, exact KV); "
           f"timelines: {args.out}/timeline-<template>.png, bandwidth-<template>.png")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sakura import demo
 from sakura.demo import _pair_order, paired_ratio
 
 
@@ -28,3 +29,8 @@ def test_no_pairs_is_an_error():
 def test_the_two_policies_take_turns_going_first():
     orders = [_pair_order(["hybrid", "on-device"], repeat) for repeat in range(4)]
     assert orders == [["hybrid", "on-device"], ["on-device", "hybrid"]] * 2
+
+
+def test_repeats_below_one_are_refused():
+    with pytest.raises(SystemExit):
+        demo.main(["--repeats", "0"])
