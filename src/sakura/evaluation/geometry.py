@@ -165,6 +165,17 @@ class EditGeometry:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, raw: dict) -> EditGeometry:
+        """The inverse of :meth:`to_dict` after a JSON round trip (whose keys are strings and
+        whose tuples are lists)."""
+        data = dict(raw)
+        data["manifest"] = ManifestWire(**data["manifest"]) if "manifest" in data else ManifestWire(0.0, 0.0, 0.0, 0.0)
+        for name in ("ondevice_s", "replay_s"):
+            data[name] = {int(ratio): float(t) for ratio, t in data.get(name, {}).items()}
+        data["rank_shares"] = {lv: (float(k), float(v)) for lv, (k, v) in data.get("rank_shares", {}).items()}
+        return cls(**data)
+
 
 class _TimedKV:
     """Template KV that notes when the model asks for each shard."""

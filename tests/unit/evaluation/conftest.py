@@ -1,24 +1,24 @@
-"""One example template built for the reference model, and its measured geometry."""
+"""One example template built for the reference model, its measured geometry, and the geometry
+measured once and kept (``pinned_geometry``) for the simulator's claims."""
 
 from __future__ import annotations
 
 import pytest
 
-from sakura.evaluation import FidelityTable, measure_geometry
-from sakura.evaluation.workload import build_examples, example_spec, load_cases
-from sakura.platform.models import Schedule, load_model
-from sakura.platform.spec import parse_spec
+from sakura.evaluation import FidelityTable
+from sakura.evaluation.geometry import EditGeometry
+from sakura.platform.models import Schedule
+from tests.unit.evaluation.pinned_geometry import measure_example, pinned
 
 
 @pytest.fixture(scope="session")
 def measured(tmp_path_factory):
-    spec = example_spec()
-    one = parse_spec({"templates": [spec.templates[1].model_dump(mode="json")]}, source="test", base_dir=spec.base_dir)
-    uri = f"file://{tmp_path_factory.mktemp('eval-lib')}"
-    build_examples(uri, one)
-    adapter = load_model("reference")
-    case = load_cases(uri, one, adapter.resolution)[0]
-    geometry, decoded = measure_geometry(adapter, case.manifest, case.payloads, case.template, case.request, repeats=3)
+    adapter, case, geometry, decoded = measure_example(tmp_path_factory.mktemp("eval-lib"))
     schedule = Schedule(case.manifest.schedule.steps, case.manifest.schedule.strength)
     fidelity = FidelityTable(adapter, decoded, geometry.levels[-1], case.manifest.prompt, case.request, schedule)
     return case, geometry, fidelity
+
+
+@pytest.fixture(scope="session")
+def pinned_geometry() -> EditGeometry:
+    return pinned()

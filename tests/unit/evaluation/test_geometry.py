@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from sakura.evaluation import IDENTICAL_DB, TOKEN_RATIOS
+from sakura.evaluation.geometry import EditGeometry
 
 
 def test_geometry_matches_the_manifest_and_is_plausible(measured):
@@ -66,3 +68,10 @@ def test_a_manifests_shard_entries_are_measured_apart_from_its_header(measured):
     assert wire.bytes(many) == pytest.approx(len(real.to_wire()), rel=0.1)
     assert wire.bytes(many, hashed=False) == pytest.approx(len(real.without_hashes().to_wire()), rel=0.1)
     assert g.shard_hashes_bytes == len(phone.shard_digests())
+
+
+def test_a_geometry_survives_a_json_round_trip(measured):
+    """What ``pinned_geometry`` keeps: every field back as it was measured, the per-ratio times'
+    integer keys and the manifest's wire sizes included."""
+    _, g, _ = measured
+    assert EditGeometry.from_dict(json.loads(json.dumps(g.to_dict()))) == g
