@@ -3,12 +3,10 @@ writes and bounded reads. Standard library, numpy and :mod:`sakura.platform` onl
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import io
 import logging
 import os
-import stat
 import time
 import zipfile
 from collections.abc import Callable
@@ -19,7 +17,7 @@ import numpy as np
 
 from sakura.platform import layout
 from sakura.platform.ids import validate_template_id
-from sakura.platform.integrity import TMP_PREFIX
+from sakura.platform.integrity import TMP_PREFIX, read_regular
 
 try:
     import fcntl
@@ -100,13 +98,9 @@ def scan(root: Path, stale_after: float) -> dict[Path, int]:
 
 
 def read_at_most(path: Path, size: int) -> bytes:
-    """Up to ``size + 1`` bytes of ``path`` (never through a link): more than ``size`` means
-    tampering. Only a regular file is read: a FIFO or a device swapped in for a cache file is an
-    ``OSError``, never a read that waits for a writer (opened non-blocking, checked before reading)."""
-    with os.fdopen(os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK), "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(errno.EINVAL, f"{path.name} is not a regular file")
-        return f.read(size + 1)
+    """Up to ``size + 1`` bytes of ``path``, a regular file, never through a link: more than
+    ``size`` means tampering; a FIFO or a device swapped in for a cache file is an ``OSError``."""
+    return read_regular(path, size, follow_links=False)
 
 
 def touch_file(path: Path) -> None:

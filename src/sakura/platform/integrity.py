@@ -1,5 +1,6 @@
-"""Bytes that are whole or absent: atomic file writes, and the length + sha256 check every
-payload passes before it is trusted (a shard from the network, a file from a disk that can rot).
+"""Bytes that are whole or absent: atomic file writes, bounded reads of regular files, and the
+length + sha256 check every payload passes before it is trusted (a shard from the network, a file
+from a disk that can rot).
 
 One implementation for the library's local store, the server's disk cache and the phone's cache.
 A write goes to a temp file beside its target (created exclusively, so never through a planted
@@ -11,13 +12,15 @@ file whose name starts with :data:`TMP_PREFIX` for a later scan to remove.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["TMP_PREFIX", "matches", "temp_beside", "write_atomic"]
+__all__ = ["TMP_PREFIX", "matches", "read_regular", "temp_beside", "write_atomic"]
 
 #: Temp files start with this: scans skip them, and may remove stale ones.
 TMP_PREFIX = ".tmp-"
@@ -66,3 +69,20 @@ def _sync_dir(folder: Path) -> None:
             os.close(fd)
     except OSError:  # some file systems cannot sync a directory: best effort
         pass
+
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def read_regular(path: Path, limit: int, *, follow_links: bool = True) -> bytes:
+    """Up to ``limit + 1`` bytes of ``path`` (more than ``limit`` tells the caller it is too large),
+    read only if it is a regular file: a FIFO or a device put where a file should be is an
+    ``OSError``, never a read that waits for a writer or never ends (opened non-blocking, checked
+    with ``fstat`` before reading). ``follow_links=False``: a link is an ``OSError`` too."""
+    flags = os.O_RDONLY | _NONBLOCK | (0 if follow_links else _NOFOLLOW)
+    with os.fdopen(os.open(path, flags), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, f"{path}: not a regular file")
+        return f.read(limit + 1)
+

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sakura.platform.errors import ImageError, SpecError
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import check_image
+from sakura.platform.integrity import read_regular
 
 MAX_SPEC_BYTES = 1 << 20
 #: Nesting levels a spec may use (it needs 3: file, templates list, entry); PyYAML composes
@@ -67,9 +68,10 @@ def load_spec(path: str | Path) -> TemplateSpec:
     """Read and validate a spec file; raise :class:`SpecError` naming file, template and field."""
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_SPEC_BYTES:
+        data = read_regular(path, MAX_SPEC_BYTES)  # a FIFO or /dev/zero is refused, never read
+        if len(data) > MAX_SPEC_BYTES:
             raise SpecError(f"{path}: spec is larger than {MAX_SPEC_BYTES} bytes")
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_BoundedLoader)
+        raw = yaml.load(data.decode("utf-8"), Loader=_BoundedLoader)
     except FileNotFoundError:
         raise SpecError(f"{path}: spec file not found") from None
     except _TooDeep:

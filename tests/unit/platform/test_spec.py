@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from sakura.examples import TEMPLATES as EXAMPLES
 from sakura.platform.errors import SpecError
-from sakura.platform.spec import Task, load_spec
+from sakura.platform.spec import MAX_SPEC_BYTES, Task, load_spec
 from tests.unit.platform.test_images import write_huge_png
 
 
@@ -132,3 +133,19 @@ def test_images_are_checked_from_their_headers(tmp_path, decodes):
         assert str(path) in message and "template 'tpl-x'" in message and "field 'image'" in message
         assert str(tmp_path / name) in message and words in message
     assert decodes == []
+
+
+def test_a_fifo_or_a_device_named_as_the_spec_is_refused_never_read(tmp_path):
+    """A FIFO would wait forever for a writer, ``/dev/zero`` would never end: neither is read."""
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(SpecError, match="not a regular file"):
+            load_spec(path)
+
+
+def test_a_spec_over_the_size_limit_is_refused(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("templates: []\n" + "#" * MAX_SPEC_BYTES)
+    with pytest.raises(SpecError, match="larger than"):
+        load_spec(path)

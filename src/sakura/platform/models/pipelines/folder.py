@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 import torch
 
 from sakura.platform.errors import SakuraError
+from sakura.platform.integrity import read_regular
 from sakura.platform.lazy import resolve
 
 INDEX = "model_index.json"
@@ -30,7 +29,6 @@ LIBRARIES = ("diffusers", "transformers")
 #: The most SAKURA reads of a folder's own JSON files (``model_index.json``, ``sakura.json``: a
 #: few hundred bytes each).
 MAX_JSON_BYTES = 1 << 20
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 class PipelineError(SakuraError, ValueError):
@@ -106,10 +104,7 @@ def read_json(path: Path) -> Any:
     only as a regular file of at most :data:`MAX_JSON_BYTES` (a FIFO or a device is never read),
     parsed, or a :class:`PipelineError` naming it; ``FileNotFoundError`` when there is none."""
     try:
-        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | _NONBLOCK)) as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise PipelineError(f"{path}: not a regular file")
-            data = f.read(MAX_JSON_BYTES + 1)
+        data = read_regular(path, MAX_JSON_BYTES)
     except FileNotFoundError:
         raise
     except OSError as exc:
