@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from sakura.platform import http_api
 from sakura.platform.layout import parse_number
 from sakura.serve.errors import ApiError
-from sakura.serve.routes.common import NO_CACHE, reader_of, require_reader_auth
+from sakura.serve.routes.common import NO_CACHE, query_param, reader_of, require_reader_auth
 
 router = APIRouter()
 
@@ -35,15 +35,10 @@ def versions(template_id: str, request: Request) -> JSONResponse:
 
 def _page(request: Request) -> tuple[str | None, int]:
     """The catalogue page a request asks for: (the id it starts after, its size)."""
-    query = request.query_params
-    if len(query.getlist("limit")) > 1:
-        raise ApiError(400, "invalid_request", "limit must be given at most once")
-    if len(query.getlist("cursor")) > 1:
-        raise ApiError(400, "invalid_cursor", "cursor must be given at most once")
-    limit = parse_number(query.get("limit", str(http_api.CATALOGUE_LIMIT)), max_digits=4)
+    limit_text, cursor = query_param(request, "limit"), query_param(request, "cursor", "invalid_cursor")
+    limit = parse_number(str(http_api.CATALOGUE_LIMIT) if limit_text is None else limit_text, max_digits=4)
     if limit is None or not 1 <= limit <= http_api.MAX_CATALOGUE_LIMIT:
         raise ApiError(400, "invalid_request", f"limit must be 1..{http_api.MAX_CATALOGUE_LIMIT}")
-    cursor = query.get("cursor")
     if cursor is None:
         return None, limit
     try:

@@ -51,3 +51,14 @@ def etag_matches(request: Request, etag: str) -> bool:
     if not header:
         return False
     return header.strip() == "*" or etag in [t.strip().removeprefix("W/") for t in header.split(",")]
+
+
+def query_param(request: Request, name: str, code: str = "invalid_request", form: str = "") -> str | None:
+    """A query parameter the service reads: absent (None) or given once; a repeat is a 400 ``code``
+    (which of the values would count is left to no cache or proxy in between). ``form``: what
+    the message adds about the value's spelling."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise ApiError(400, code, f"{name} must be given at most once{form}")
+    return values[0] if values else None
+

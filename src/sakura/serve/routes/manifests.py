@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from sakura.platform import http_api
 from sakura.serve.errors import ApiError
-from sakura.serve.routes.common import cache_control, etag_matches, reader_of, require_reader_auth
+from sakura.serve.routes.common import cache_control, etag_matches, query_param, reader_of, require_reader_auth
 
 router = APIRouter()
 
@@ -72,12 +72,12 @@ def _flag(request: Request, name: str, default: bool) -> bool:
     """A preamble flag: absent (its default) or given once, as ``0`` or ``1`` (what phones send: one
     spelling per answer, so a cache in front keeps one copy). Parameters the service does not know
     are ignored, as a later phone's may be."""
-    values = request.query_params.getlist(name)
-    if not values:
+    value = query_param(request, name, form=", as 0 or 1")
+    if value is None:
         return default
-    if len(values) > 1 or values[0] not in ("0", "1"):
+    if value not in ("0", "1"):
         raise ApiError(400, "invalid_request", f"{name} must be given at most once, as 0 or 1")
-    return values[0] == "1"
+    return value == "1"
 
 
 def _accepts_zstd(request: Request) -> bool:
