@@ -57,8 +57,7 @@ def gc(library: TemplateLibrary, template_id: str, keep: int, grace_s: float) ->
     _check_keep(keep)
     store = library.store
     scan = library._scan(template_id)
-    _settle_aliases(library, template_id, scan)
-    pinned = _alias_targets(library, template_id)
+    pinned = _targets(template_id, _settle_aliases(library, template_id, scan))
     if pinned is None:
         return []
     published = sorted(v for v, names in scan.items() if _MANIFEST in names)
@@ -106,19 +105,29 @@ def clean_orphans(library: TemplateLibrary, template_id: str, grace_s: float, le
     return removed
 
 
-def _settle_aliases(library: TemplateLibrary, template_id: str, scan: dict[int, set[str]]) -> None:
+def _settle_aliases(library: TemplateLibrary, template_id: str, scan: dict[int, set[str]]) -> dict[str, bytes]:
     """Undo the moves of aliases onto versions gc is deleting whose movers died before they could
-    (:func:`~sakura.platform.alias_log.settle`); only versions with a mark are read."""
-    for name, data in alias_log.heads(library.store, template_id).items():
+    (:func:`~sakura.platform.alias_log.settle`); only versions with a mark are read. The aliases'
+    newest records afterwards (read again only if one was undone)."""
+    heads = alias_log.heads(library.store, template_id)
+    settled = False
+    for name, data in heads.items():
         with contextlib.suppress(ManifestError):
             if _has_mark(scan.get(AliasDoc.from_bytes(data).version, set())):
                 alias_log.settle(library.store, template_id, name)
+                settled = True
+    return alias_log.heads(library.store, template_id) if settled else heads
 
 
 def _alias_targets(library: TemplateLibrary, template_id: str) -> set[int] | None:
     """Versions some alias points at; None if an alias is unreadable (it may point anywhere)."""
+    return _targets(template_id, alias_log.heads(library.store, template_id))
+
+
+def _targets(template_id: str, heads: dict[str, bytes]) -> set[int] | None:
+    """The versions the aliases' newest records ``heads`` point at; None if one is unreadable."""
     out = set()
-    for name, data in alias_log.heads(library.store, template_id).items():
+    for name, data in heads.items():
         try:
             out.add(AliasDoc.from_bytes(data).version)
         except ManifestError:
