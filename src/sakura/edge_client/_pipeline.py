@@ -43,7 +43,7 @@ from sakura.edge_client.device import Device
 from sakura.edge_client.errors import ConfigError, EdgeError, EditCancelled, PolicyError
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetch_loop import FETCH, FetchLoop
-from sakura.edge_client.late_download import fetch_due
+from sakura.edge_client.late_download import Waiting, fetch_due
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -96,6 +96,8 @@ class EditPipeline:
         self.factored = factored
         #: Per shard being downloaded: set when the phone computed it, which stops the download.
         self._superseded: dict[int, threading.Event] = {}
+        #: Per shard the model waits for: since when, and its bytes received then (the extend rule).
+        self._waits: dict[int, Waiting] = {}
         if max_in_flight < 1:
             raise ConfigError("max_in_flight must be >= 1")
         self.max_in_flight = max_in_flight
@@ -332,18 +334,20 @@ class EditPipeline:
             return False
         return all(decided == COMPUTE for decided in self._loop.decided[self.template.frontier:index])
 
-    def fetch_due(self, index: int) -> float:
-        """When shard ``index`` would be decoded if it is fetched (the compute stage's extend rule,
+    def fetch_due(self, index: int, waiting_since: float) -> float:
+        """When shard ``index``, which the model has waited for since ``waiting_since``, would be
+        decoded if it is fetched (the compute stage's extend rule,
         :func:`~sakura.edge_client.late_download.fetch_due`)."""
         timing = self.timeline.shards[index]
         ctx = self.context(index, can_compute=False)
         level = timing.level or self._levels[0]
         received = self.fetcher.received(index)
         left = self.fetcher.remaining(index)  # of the download in progress, at the level it is at
+        waiting = self._waits.setdefault(index, Waiting(waiting_since, received))
         return fetch_due(self.clock(), requested_at=timing.requested_at, rtt_s=ctx.rtt_s,
                          planned_rate=planned_rate(ctx), received=received,
                          left=max(0, ctx.size(level) - received) if left is None else left,
-                         decode_s=ctx.decode_s.get(level, 0.0))
+                         decode_s=ctx.decode_s.get(level, 0.0), waiting=waiting)
 
     # -- decode --------------------------------------------------------------------------
     def _decode_stage(self) -> None:

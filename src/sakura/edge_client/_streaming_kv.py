@@ -49,8 +49,9 @@ class Pipeline(Protocol):
     def planned_compute(self, index: int) -> bool:
         """The fetch stage left shard ``index`` to the phone."""
 
-    def fetch_due(self, index: int) -> float:
-        """When shard ``index`` would be decoded if it is fetched."""
+    def fetch_due(self, index: int, waiting_since: float) -> float:
+        """When shard ``index``, which the model has waited for since ``waiting_since``, would be
+        decoded if it is fetched."""
 
     def supersede(self, index: int) -> None:
         """The phone computed shard ``index``: stop its download."""
@@ -101,7 +102,7 @@ class StreamingKV:
         with self.cond:  # from here the fetch stage no longer takes this shard back from the phone
             p.timeline.shards[index].needed_at = asked
         while True:  # re-judged while waiting: the download may slow down
-            if self._computes(index):
+            if self._computes(index, asked):
                 waited = p.clock()
                 if waited - asked > 1e-4:  # it waited for the download before giving up on it
                     p.timeline.stalls.append(Stall(index, asked, waited))
@@ -124,8 +125,9 @@ class StreamingKV:
         self._last = (index, got)
         return pair
 
-    def _computes(self, index: int) -> bool:
-        """Compute shard ``index`` here: left to the phone, or its fetch ends later than computing it would."""
+    def _computes(self, index: int, asked: float) -> bool:
+        """Compute shard ``index`` (asked for at ``asked``) here: left to the phone, or its fetch ends
+        later than computing it would."""
         p = self.pipeline
         if p.template is None or index < p.template.frontier:
             return False
@@ -137,7 +139,7 @@ class StreamingKV:
         known = p.compute_model.template_s(p.model, len(self._keys))
         if not known and not p.template.reaches(index):
             return False  # what computing costs is learnt at the frontier first
-        return p.fetch_due(index) > p.clock() + p.template.cost_s(index, known)
+        return p.fetch_due(index, asked) > p.clock() + p.template.cost_s(index, known)
 
     def _compute(self, index: int) -> KVPair:
         p = self.pipeline

@@ -43,7 +43,7 @@ from __future__ import annotations
 from sakura.edge_client import LevelPolicy, PlanContext
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetch_loop import FetchLoop
-from sakura.edge_client.late_download import LATE_CHECK_S, fetch_due
+from sakura.edge_client.late_download import LATE_CHECK_S, Waiting, fetch_due
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -240,7 +240,9 @@ class EditSimulator:
         later than computing it would end; the download is abandoned then. Returns when the phone
         starts computing it, or None. The planned rate is the one expected when it was requested
         (the simulated estimator has seen the whole download by now). The abandoned download
-        keeps its place on the link (the later requests were timed behind it): conservative."""
+        keeps its place on the link (the later requests were timed behind it), where the live
+        fetcher stops it: conservative, and a later shard queued behind it, which delivers nothing
+        while the model waits, is computed too."""
         i = shard.index
         rate = self.link.rates.get(i)
         if shard.arrived_at is None or rate is None or shard.decoded_at is None:
@@ -250,11 +252,16 @@ class EditSimulator:
         if not known and frontier != i:
             return None
         size, first, compute_s = self.g.sizes[shard.level][i], first_byte(shard), sum(known[frontier:i + 1])
-        at = needed
+
+        def received_by(at: float) -> int:
+            return int(min(size, self.delivered(first, at))) if at > first else 0
+
+        at, waiting = needed, Waiting(needed, received_by(needed))
         while at < shard.decoded_at:
-            received = int(min(size, self.delivered(first, at))) if at > first else 0
+            received = received_by(at)
             due = fetch_due(at, requested_at=shard.requested_at, rtt_s=self.rtt, planned_rate=rate,
-                            received=received, left=size - received, decode_s=self.link.mean_decode[shard.level])
+                            received=received, left=size - received, decode_s=self.link.mean_decode[shard.level],
+                            waiting=waiting)
             if due > at + compute_s:
                 shard.abandoned.append(shard.level)
                 shard.bytes = shard.bytes - size + received

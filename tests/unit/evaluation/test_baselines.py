@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from sakura.edge_client.late_download import LATE_CHECK_S
 from sakura.edge_client.policy import HybridPolicy
 from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.geometry import ManifestWire
@@ -180,3 +181,21 @@ def test_the_simulated_compute_stage_rejudges_a_download_that_stalls_and_compute
     rest_s = (klein.sizes[level][shard.index] - shard.bytes) * 8 / 2e6
     # simulated seconds (the trace's virtual time), not this machine's
     assert edit.latency_s < stall.end + 5 < stall.end + rest_s
+
+
+def test_a_download_that_stops_just_short_of_done_is_computed_instead_of_waited_for(klein):
+    """The extend rule's rate while the model waits: on a warm phone at 3 Gbit/s, the link dies for
+    10 s when a fetched block is 98% in. Its mean rate so far promises the last 2% within a block's
+    compute for ever (it decays only as 1/t); nothing arrives while the model waits, so the phone
+    computes that block and the rest instead of waiting for the link to come back."""
+    steady = EditSimulator(klein, BandwidthTrace.constant(3000.0), 10.0, rtt_s=0.055, warm_template=True).run("sakura")
+    fetched = [s for s in steady.shards if s.first_byte_at is not None and s.index > 0]
+    shard = fetched[len(fetched) // 2]
+    dies = shard.first_byte_at + 0.98 * (shard.arrived_at - shard.first_byte_at)  # type: ignore[operator]
+    trace = BandwidthTrace("dies", "test", np.array([0.0, 10.0 + dies, 20.0 + dies]),
+                           np.array([3000.0, 0.0, 3000.0]), 3600.0)
+    edit = EditSimulator(klein, trace, 10.0, rtt_s=0.055, warm_template=True).run("sakura")
+    assert edit.latency_s < dies + 10  # simulated seconds: it did not wait for the link
+    stalled = [st for st in edit.stalls if st.end > dies]
+    assert stalled and all(st.end - st.start <= 0.055 + 2 * LATE_CHECK_S + 1e-9 for st in stalled)
+    assert any(s.computed and s.abandoned for s in edit.shards)
