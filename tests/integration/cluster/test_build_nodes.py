@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,9 @@ from tests.integration.jobs.test_build_crash import _change_images
 pytestmark = pytest.mark.cluster
 
 IMAGES = {"tpl-a": "skimage:brick", "tpl-b": "skimage:coffee", "tpl-c": "skimage:chelsea", "tpl-d": "skimage:rocket"}
-TRIALS = 5
+#: Each trial is a build (~40 s on 2 cores); three give the kill points the seed spreads over
+#: model load and build (five took 284 s of CI's 20 minutes).
+TRIALS = 3
 
 
 def built_files(root: Path) -> dict[str, str]:
@@ -74,6 +77,7 @@ def test_a_node_killed_mid_build_loses_no_template_and_exposes_no_partial_versio
     nodes = [worker_nodes(), worker_nodes()]
     latest: dict[str, int] = {}
     retried = 0
+    nodes_ahead = ThreadPoolExecutor(1)
     for trial in range(TRIALS):
         _change_images(tmp_path, trial)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -82,6 +86,7 @@ def test_a_node_killed_mid_build_loses_no_template_and_exposes_no_partial_versio
         time.sleep(rng.uniform(0.0, 4.0))  # while it loads its model, or builds
         assert proc.poll() is None, f"trial {trial}: the build ended before the kill"
         victim.kill()
+        spare = nodes_ahead.submit(worker_nodes)  # the next trial's node starts while this build recovers
         out, err = proc.communicate(timeout=300)
         rows = json.loads(out) if out.strip() else []
         # the lost actor's templates were rebuilt on the survivors
@@ -91,7 +96,8 @@ def test_a_node_killed_mid_build_loses_no_template_and_exposes_no_partial_versio
         # a rebuilt template skips the number its lost build had claimed
         retried += sum(r["version"] > latest.get(r["template_id"], 0) + 1 for r in rows)
         latest = {r["template_id"]: r["version"] for r in rows}
-        nodes = [n for n in nodes if n is not victim] + [worker_nodes()]
+        nodes = [n for n in nodes if n is not victim] + [spare.result()]
+    nodes_ahead.shutdown()
     assert retried >= TRIALS // 2, f"only {retried} builds were lost with their node in {TRIALS} trials"
 
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
