@@ -67,6 +67,8 @@ class Claim:
                        {str(k): str(v) for k, v in dict(raw.get("tiers") or {}).items()})
         except (ValueError, TypeError, AttributeError) as exc:
             raise ManifestError(f"invalid claim of version {version}: {exc}") from None
+        except RecursionError:  # json.loads recurses per level of nesting
+            raise ManifestError(f"invalid claim of version {version}: nested too deeply") from None
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class Retirement:
                        tuple((str(name), None if uri is None else str(uri)) for name, uri in raw.get("levels", [])))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ManifestError(f"invalid retirement mark: {exc}") from None
+        except RecursionError:
+            raise ManifestError("invalid retirement mark: nested too deeply") from None
         if mark.state not in (RETIRED, REINSTATED, DELETING):
             raise ManifestError(f"invalid retirement mark state {mark.state!r}")
         return mark

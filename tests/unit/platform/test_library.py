@@ -399,3 +399,14 @@ def test_an_undo_skips_earlier_values_that_are_being_deleted_too(bare):
         lib.resolve("tpl", "fresh")
     lib.set_alias("tpl", "fresh", 4)  # a removed alias can be set again
     assert lib.aliases("tpl") == {"latest": 4, "stable": 3, "fresh": 4}
+
+
+@pytest.mark.parametrize("data", [b"[" * 100_000 + b"]" * 100_000, b'{"state": ' * 50_000 + b"1" + b"}" * 50_000,
+                                  b'{"levels": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"])
+def test_a_claim_or_mark_nested_too_deeply_is_a_typed_error(data):
+    """json.loads recurses per level: a record a hostile writer nested deep ends in ManifestError,
+    not a RecursionError that escapes gc and the readers."""
+    with pytest.raises(ManifestError, match="claim of version 3"):
+        Claim.from_bytes(3, data)
+    with pytest.raises(ManifestError, match="retirement mark"):
+        Retirement.from_bytes(data)
