@@ -9,6 +9,16 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+#: How much of a value from outside an error message shows (a name is at most 64 characters).
+SHOWN_CHARS = 70
+
+
+def shown(value: object) -> str:
+    """``value``'s repr for an error message, cut to :data:`SHOWN_CHARS`: a name a client sent
+    may be kilobytes long, and the message goes back to it and into the logs."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 3]}... ({len(text)} characters)"
+
 
 class SakuraError(Exception):
     """Base class of every error SAKURA raises on purpose."""

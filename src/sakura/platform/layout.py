@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from sakura.platform.errors import SakuraError
+from sakura.platform.errors import SakuraError, shown
 from sakura.platform.ids import validate_template_id
 
 ALIAS_PATTERN = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
@@ -36,7 +36,7 @@ class InvalidName(SakuraError, ValueError):
 
 def validate_version(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_VERSION:
-        raise InvalidName(f"invalid version {value!r}: expected an integer in [1, {MAX_VERSION}]")
+        raise InvalidName(f"invalid version {shown(value)}: expected an integer in [1, {MAX_VERSION}]")
     return value
 
 
@@ -59,7 +59,7 @@ def version_ref(ref: object) -> int | None:
     if isinstance(ref, str) and ref[:1].isdigit():
         number = parse_number(ref)
         if number is None:
-            raise InvalidName(f"invalid version {ref!r}: expected an integer in [1, {MAX_VERSION}]")
+            raise InvalidName(f"invalid version {shown(ref)}: expected an integer in [1, {MAX_VERSION}]")
         return validate_version(number)
     validate_alias(ref)
     return None
@@ -67,7 +67,7 @@ def version_ref(ref: object) -> int | None:
 
 def validate_alias(value: object) -> str:
     if not isinstance(value, str) or ALIAS_PATTERN.fullmatch(value) is None:
-        raise InvalidName(f"invalid alias {value!r}: expected a-z, 0-9, '.', '_', '-' starting with a letter")
+        raise InvalidName(f"invalid alias {shown(value)}: expected a-z, 0-9, '.', '_', '-' starting with a letter")
     return value
 
 
@@ -75,7 +75,7 @@ def validate_level(value: object) -> str:
     from sakura.platform.codec.levels import LEVEL_NAME_PATTERN
 
     if not isinstance(value, str) or re.fullmatch(LEVEL_NAME_PATTERN, value) is None:
-        raise InvalidName(f"invalid level name {value!r}")
+        raise InvalidName(f"invalid level name {shown(value)}")
     return value
 
 
@@ -84,7 +84,7 @@ def validate_object_name(value: object) -> str:
     from sakura.platform.context import CONTEXT_NAME_PATTERN
 
     if not isinstance(value, str) or re.fullmatch(CONTEXT_NAME_PATTERN, value) is None:
-        raise InvalidName(f"invalid context object name {value!r}")
+        raise InvalidName(f"invalid context object name {shown(value)}")
     return value
 
 

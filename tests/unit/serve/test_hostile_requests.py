@@ -94,6 +94,15 @@ def test_bad_template_ids_and_versions_are_typed_4xx_on_every_versioned_route(cl
     assert "file://" not in r.text and "templates/" not in r.json()["message"]  # no store URI or key
 
 
+@pytest.mark.parametrize("template_id, version", [("T" * 4000, "1"), ("tpl", "A" * 4000), ("tpl", "9" * 4000),
+                                                   ("tpl", "a" * 4000)])
+def test_a_long_bad_name_is_echoed_cut_short(client, template_id, version):
+    """The message goes back to the client and into the logs: a name of kilobytes is shown cut."""
+    r = client.get(http_api.PREAMBLE.format(template_id=template_id, version=version))
+    assert r.status_code in (400, 404), r.text
+    assert len(r.json()["message"]) < 200 and "characters)" in r.json()["message"]
+
+
 @pytest.mark.parametrize("kind", ["context", "source"])
 @pytest.mark.parametrize("name, status", [
     ("..%2F..%2Fmanifest.json", 404), ("%00", 404), ("x" * 4000, 404), ("manifest", 404), ("template_image%00", 404),
