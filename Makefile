@@ -11,10 +11,12 @@ STAMP := $(VENV)/.installed
 install: $(STAMP)
 
 # torch is installed first and pinned by constraints.txt so nothing pulls a CUDA build.
+# --no-compile: Python compiles a module when it is first imported, not every file of every
+# package at install (torch, ray and transformers ship tens of thousands).
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt torch==2.13.0
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet --no-compile -c constraints.txt torch==2.13.0
+	$(PY) -m pip install --quiet --no-compile -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
