@@ -10,6 +10,7 @@ import sys
 import threading
 
 from sakura._argparse import command_parser
+from sakura.platform.errors import SakuraError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print the startup and stop lines as JSON objects")
     args = p.parse_args(argv)
     _check_store(args.store)
+    if not args.ray_address:  # a Serve of a shared cluster may already listen there, for this cluster
+        _check_port(args.host, args.port)
 
     import ray
     from ray import serve
@@ -68,6 +71,23 @@ def _check_store(uri: str) -> None:
 
     if not open_store(uri, retry=None).root_exists():
         raise StoreError(f"store {uri} does not exist: nothing to serve (build a library into it first)")
+
+
+class PortInUse(SakuraError, OSError):
+    code = "port_in_use"
+
+
+def _check_port(host: str, port: int) -> None:
+    """Refuse a port something already listens on: Serve's proxy would fail to bind it in its own
+    process and log it there, while this command announced the other server's URL as its own."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise PortInUse(f"cannot listen on {host}:{port}: {exc.strerror or exc} "
+                            "(another server there? choose another --port)") from None
 
 
 def run_app(store: str, *, host: str = "127.0.0.1", port: int = 0, name: str = "sakura", num_replicas: int = 1,
