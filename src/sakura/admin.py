@@ -78,15 +78,16 @@ def catalog_ls(args: argparse.Namespace) -> int:
     for t in library.templates():
         aliases = library.aliases(t)
         model = library.model_of(t, aliases[LATEST]) if LATEST in aliases else None
-        rows.append({"template": t, "versions": library.versions(t), "aliases": aliases,
-                     "model": model[0] if model else None})
+        rows.append({"template": t, "versions": library.versions(t), "retired": library.retired(t),
+                     "aliases": aliases, "model": model[0] if model else None})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'template':24s} {'model (latest)':16s} {'versions':20s} aliases")
+    print(f"{'template':24s} {'model (latest)':16s} {'versions (* retired)':20s} aliases")
     for r in rows:
         names = ", ".join(f"{a}={v}" for a, v in sorted(r["aliases"].items()))
-        print(f"{r['template']:24s} {r['model'] or '-':16s} {','.join(map(str, r['versions'])):20s} {names}")
+        versions = ",".join(f"{v}*" if v in r["retired"] else str(v) for v in r["versions"])
+        print(f"{r['template']:24s} {r['model'] or '-':16s} {versions:20s} {names}")
     return 0
 
 
@@ -131,14 +132,18 @@ def collect(args: argparse.Namespace) -> int:
             print(f"{t}: would retire {versions or 'nothing'}"
                   + (f" (deleted once unaliased for {args.grace:.0f} s)" if versions else ""))
         return 0
-    deleted, orphans = {}, {}
+    report = {}
     for t in templates:
-        deleted[t] = library.gc(t, args.keep, grace_s=args.grace)
-        orphans[t] = library.clean_orphans(t)
+        deleted = library.gc(t, args.keep, grace_s=args.grace)
+        report[t] = {"deleted": deleted, "retired": library.retired(t), "orphans_removed": library.clean_orphans(t)}
     if args.json:
-        print(json.dumps(deleted))
-    else:
-        for t, versions in deleted.items():
-            orphaned = f"; orphaned builds removed {orphans[t]}" if orphans[t] else ""
-            print(f"{t}: deleted {versions or 'nothing'}{orphaned}")
+        print(json.dumps(report))
+        return 0
+    for t, done in report.items():
+        parts = [f"deleted {done['deleted']}"] if done["deleted"] else []
+        if done["retired"]:
+            parts.append(f"retired {done['retired']} (deleted by a gc once unaliased for {args.grace:.0f} s)")
+        if done["orphans_removed"]:
+            parts.append(f"orphaned builds removed {done['orphans_removed']}")
+        print(f"{t}: {'; '.join(parts) or 'nothing to retire or delete'}")
     return 0

@@ -377,6 +377,11 @@ class TemplateLibrary:
         """The versions :meth:`gc` would retire now (deleted once ``grace_s`` has passed): changes nothing."""
         return library_gc.gc_candidates(self, template_id, keep)
 
+    def retired(self, template_id: str) -> list[int]:
+        """Published versions gc has retired: deleted by a gc run once no alias has pointed at them
+        for its grace period, unless an alias takes one back first."""
+        return library_gc.retired(self, template_id)
+
     def clean_orphans(self, template_id: str, *, grace_s: float = ORPHAN_GRACE_S,
                       levels: Iterable[str] = ()) -> list[int]:
         """Abandon unpublished claims whose lease is older than ``grace_s`` and delete their files

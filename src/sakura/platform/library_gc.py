@@ -21,8 +21,10 @@ from sakura.platform.store import ObjectStore
 from sakura.platform.version_state import (
     ABANDONED,
     BUILDING,
+    REINSTATED,
     ClaimAbandoned,
     begin_deleting,
+    mark_state,
     move_claim,
     reinstate,
     retire,
@@ -85,6 +87,12 @@ def gc_candidates(library: TemplateLibrary, template_id: str, keep: int) -> list
     _check_keep(keep)
     pinned = _alias_targets(library, template_id)
     return [] if pinned is None else _doomed(library.versions(template_id), pinned, keep)
+
+
+def retired(library: TemplateLibrary, template_id: str) -> list[int]:
+    """:meth:`TemplateLibrary.retired <sakura.platform.library.TemplateLibrary.retired>`."""
+    return [v for v, names in sorted(library._scan(template_id).items())
+            if _MANIFEST in names and _has_mark(names) and mark_state(library.store, template_id, v) != REINSTATED]
 
 
 def clean_orphans(library: TemplateLibrary, template_id: str, grace_s: float, levels: Iterable[str]) -> list[int]:

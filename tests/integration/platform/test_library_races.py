@@ -196,7 +196,9 @@ def test_sakura_gc_removes_dead_builds_files_and_leaves_live_ones(uri, capsys):
     for template_id, version in (("tpl", dead.version), ("never-published", lonely.version)):
         age_claim(lib.store, template_id, version, 7200)
     assert cli(["gc", "--keep", "1", "--store", uri, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"never-published": [], "tpl": []}
+    empty = {"deleted": [], "retired": [], "orphans_removed": []}
+    assert json.loads(capsys.readouterr().out) == {"never-published": {**empty, "orphans_removed": [lonely.version]},
+                                                  "tpl": {**empty, "orphans_removed": [dead.version]}}
     for template_id, version in (("tpl", dead.version), ("never-published", lonely.version)):
         assert tombstones(lib.store, template_id, version) == {"claim"}  # files gone, the number stays taken
     assert lib.store.head(alive.levels[0].key) is not None

@@ -115,16 +115,23 @@ def test_invalid_manifests_are_rejected(library, mutate, message):
 def test_operator_commands(library, capsys):
     _, uri = library
     assert cli(["catalog", "ls", "--store", uri, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [{"template": "tpl", "versions": [1, 2, 3], "aliases": {"latest": 3},
-                                                    "model": "tiny-sd3"}]
+    assert json.loads(capsys.readouterr().out) == [{"template": "tpl", "versions": [1, 2, 3], "retired": [],
+                                                    "aliases": {"latest": 3}, "model": "tiny-sd3"}]
     assert cli(["catalog", "show", "tpl", "--version", "2", "--store", uri, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["version"] == 2 and set(shown["levels"]) == {"compact", "medium", "full"}
     assert cli(["alias", "set", "tpl", "stable", "2", "--store", uri]) == 0
     assert cli(["alias", "set", "tpl", "stable", "42", "--store", uri]) == 1
     assert "no published version 42" in capsys.readouterr().err
+    # version 1: retired and waiting out the grace period, which gc says, and so does the catalogue
+    assert cli(["gc", "--keep", "1", "--store", uri]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == (
+        "tpl: retired [1] (deleted by a gc once unaliased for 3600 s)")
+    assert cli(["catalog", "ls", "--store", uri]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].split()[2] == "1*,2,3"
     assert cli(["gc", "--keep", "1", "--grace", "0", "--store", uri, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"tpl": [1]}
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {
+        "tpl": {"deleted": [1], "retired": [], "orphans_removed": []}}
 
 
 # -- publishing protocol, retirement and repair (synthetic versions: no model) -------------------
