@@ -1,4 +1,4 @@
-"""Operator commands over a library: ``catalog ls|show``, ``alias set``, ``gc``."""
+"""Operator commands over a library: ``catalog ls|show``, ``alias set|rm``, ``gc``."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     show = catalog.add_parser("show", help="one version's manifest summary")
     show.add_argument("template", help="template id")
     show.add_argument("--version", default="latest", help="number or alias")
-    alias = group(commands, "alias", help="move aliases (pin, roll back)")
+    alias = group(commands, "alias", help="move aliases (pin, roll back) or remove them")
     alias_set = alias.add_parser("set", help="point ALIAS of TEMPLATE at VERSION")
     alias_set.add_argument("template", help="template id")
     alias_set.add_argument("alias", help="alias name, e.g. latest or stable")
@@ -31,13 +31,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                            help="move the alias onto a version built for another model than the one it serves")
     alias_set.add_argument("--force", action="store_true",
                            help="overwrite an alias document that cannot be read (still compare-and-swap; logged)")
+    alias_rm = alias.add_parser("rm", help="remove ALIAS of TEMPLATE (not latest)")
+    alias_rm.add_argument("template", help="template id")
+    alias_rm.add_argument("alias", help="alias name, e.g. stable")
     gc = commands.add_parser("gc", help="delete old unreferenced versions and orphaned builds")
     gc.add_argument("--keep", type=int, required=True, help="newest versions to keep per template")
     gc.add_argument("--grace", type=_seconds, default=RETIRE_GRACE_S, metavar="SECONDS",
                     help="keep a version this long after it stops being aliased")
     gc.add_argument("--template", help="only this template (default: every template)")
     gc.add_argument("--dry-run", action="store_true", help="say which versions gc would retire; change nothing")
-    for parser, run in ((ls, catalog_ls), (show, catalog_show), (alias_set, set_alias), (gc, collect)):
+    for parser, run in ((ls, catalog_ls), (show, catalog_show), (alias_set, set_alias),
+                        (alias_rm, remove_alias), (gc, collect)):
         parser.add_argument("--store", default=DEFAULT_STORE, help="library root: file://DIR or s3://bucket/prefix "
                             "(SAKURA_STORE sets the default)")
         parser.add_argument("--json", action="store_true", help="print JSON")
@@ -114,6 +118,13 @@ def set_alias(args: argparse.Namespace) -> int:
                              allow_model_change=args.allow_model_change)
     print(json.dumps({"template": args.template, "alias": args.alias, "version": args.version}) if args.json
           else f"{args.template}: {args.alias} -> {args.version}")
+    return 0
+
+
+def remove_alias(args: argparse.Namespace) -> int:
+    _library(args).remove_alias(args.template, args.alias)
+    print(json.dumps({"template": args.template, "alias": args.alias, "removed": True}) if args.json
+          else f"{args.template}: {args.alias} removed")
     return 0
 
 

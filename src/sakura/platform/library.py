@@ -328,6 +328,23 @@ class TemplateLibrary:
 
         return self._swap_alias(template_id, alias, version, should_move, force=force)
 
+    def remove_alias(self, template_id: str, alias: str) -> int:
+        """Take ``alias`` away (one more record: phones asking for it get a 404, and gc no longer
+        keeps its version for it); the number of the record written. ``latest`` follows the
+        builds and is not removable."""
+        if layout.validate_alias(alias) == LATEST:
+            raise LibraryError(f"alias {LATEST!r} follows the builds and cannot be removed; "
+                               f"point it elsewhere with `sakura alias set {template_id} {LATEST} VERSION`")
+        while True:
+            found = alias_log.head(self.store, template_id, alias)
+            if found.data is None:
+                if not self._has_versions(template_id):
+                    raise UnknownTemplate(template_id)
+                raise LibraryError(f"template {template_id!r} has no alias {alias!r}")
+            seq = alias_log.append(self.store, template_id, alias, found, None)
+            if seq is not None:
+                return seq
+
     def _swap_alias(self, template_id: str, alias: str, version: int, should_move: Callable[[int | None], bool],
                     *, force: bool = False) -> int | None:
         """Read the alias's newest record, decide, and write the next one create-only

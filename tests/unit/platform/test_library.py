@@ -217,6 +217,28 @@ def test_aliases_need_no_compare_and_swap(bare):
     assert moving.aliases("tpl") == {"latest": 3, "stable": 3}
 
 
+def test_an_alias_removed_is_gone_and_no_longer_keeps_its_version(bare, capsys):
+    lib, uri = bare
+    put_version(lib, "tpl"), put_version(lib, "tpl"), put_version(lib, "tpl")
+    lib.set_alias("tpl", "stable", 1)
+    assert lib.gc("tpl", keep=1, grace_s=0) == [2]  # stable keeps 1
+    assert cli(["alias", "rm", "tpl", "stable", "--store", uri]) == 0
+    assert capsys.readouterr().out.strip() == "tpl: stable removed"
+    assert "stable" not in lib.aliases("tpl")
+    with pytest.raises(LibraryError, match="no alias 'stable'"):
+        lib.resolve("tpl", "stable")
+    assert lib.gc("tpl", keep=1, grace_s=0) == [1]  # nothing keeps it now
+    # removing it again, an alias never set, latest, another template's: one line each, nothing written
+    before = sorted(o.key for o in lib.store.list("templates/"))
+    for argv, message in ((["tpl", "stable"], "no alias 'stable'"), (["tpl", "latest"], "follows the builds"),
+                          (["nope", "stable"], "nope")):
+        assert cli(["alias", "rm", *argv, "--store", uri]) == 1
+        assert message in capsys.readouterr().err
+    assert sorted(o.key for o in lib.store.list("templates/")) == before
+    lib.set_alias("tpl", "stable", 3)  # and it can be set again, after its removal record
+    assert lib.resolve("tpl", "stable") == 3
+
+
 def test_old_records_are_pruned_and_record_numbers_only_grow(bare):
     lib, _ = bare
     put_version(lib, "tpl"), put_version(lib, "tpl")
