@@ -30,6 +30,8 @@ def test_unknown_model_exits_with_a_clear_message(capsys):
     assert main(["models", "verify", "gpt-7"]) == 1
     err = capsys.readouterr().err
     assert "unknown model 'gpt-7'" in err and "tiny-flux" in err
+    assert main(["models", "verify", "tiny-flx"]) == 1
+    assert "did you mean 'tiny-flux'" in capsys.readouterr().err
 
 
 def test_spec_check(capsys, tmp_path):

@@ -20,6 +20,12 @@ def shown(value: object) -> str:
     return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 3]}... ({len(text)} characters)"
 
 
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """"; did you mean 'x'?" naming the entries of ``known`` closest to ``word`` (a typo), or ""."""
+    close = difflib.get_close_matches(word, list(known), n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
 class SakuraError(Exception):
     """Base class of every error SAKURA raises on purpose."""
 

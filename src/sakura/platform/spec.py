@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sakura.platform.errors import ImageError, SpecError
+from sakura.platform.errors import ImageError, SpecError, did_you_mean
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import check_image
 from sakura.platform.integrity import read_regular
@@ -76,9 +76,24 @@ def load_spec(path: str | Path) -> TemplateSpec:
         raise SpecError(f"{path}: spec file not found") from None
     except _TooDeep:
         raise SpecError(f"{path}: YAML nested deeper than {MAX_SPEC_DEPTH} levels") from None
+    except yaml.MarkedYAMLError as exc:
+        raise SpecError(_yaml_problem(path, exc)) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise SpecError(f"{path}: not a readable YAML file: {exc}") from None
     return parse_spec(raw, source=str(path), base_dir=path.parent)
+
+
+def _yaml_problem(path: Path, exc: yaml.MarkedYAMLError) -> str:
+    """One line naming the file, line and column and what the parser expected (PyYAML's own
+    message says "<unicode string>" and spans five lines)."""
+    def at(mark: Any) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    mark = exc.problem_mark or exc.context_mark
+    where = f", {at(mark)}" if mark is not None else ""
+    context = f" ({exc.context}{' at ' + at(exc.context_mark) if exc.context_mark else ''})" if exc.context else ""
+    return (f"{path}{where}: not valid YAML: {exc.problem or 'cannot parse'}{context}; "
+            "check the indentation, quotes and brackets there")
 
 
 class _TooDeep(yaml.YAMLError):
@@ -111,7 +126,8 @@ def parse_spec(raw: Any, *, source: str, base_dir: Path) -> TemplateSpec:
         try:
             entries.append(TemplateEntry.model_validate(item))
         except ValidationError as exc:
-            problems += [_Problem(name, ".".join(map(str, e["loc"])) or "(entry)", _message(e)) for e in exc.errors()]
+            problems += [_Problem(name, ".".join(map(str, e["loc"])) or "(entry)", _message(e)) for e in exc.errors()
+                         if not _answered(e, exc.errors())]
     ids: list[str] = [item["id"] for item in raw["templates"]
                       if isinstance(item, dict) and isinstance(item.get("id"), str)]
     problems += [_Problem(name, "id", "duplicate template id") for name in sorted({i for i in ids if ids.count(i) > 1})]
@@ -150,5 +166,18 @@ def _summary(problems: list[_Problem], source: str) -> str:
 
 
 def _message(error: Any) -> str:
-    """pydantic's message without its "Value error, " prefix (our validators' own words)."""
+    """pydantic's message without its "Value error, " prefix (our validators' own words); an unknown
+    field's names the field it may be a typo of."""
+    if error["type"] == "extra_forbidden" and error["loc"]:
+        return "unknown field" + did_you_mean(str(error["loc"][-1]), TemplateEntry.model_fields)
     return str(error["msg"]).removeprefix("Value error, ")
+
+
+def _answered(error: Any, errors: list[Any]) -> bool:
+    """A missing field that an unknown field's did-you-mean already names (``promt`` for
+    ``prompt``): one problem, not two."""
+    if error["type"] != "missing" or not error["loc"]:
+        return False
+    field = str(error["loc"][-1])
+    return any(e["type"] == "extra_forbidden" and e["loc"] and did_you_mean(str(e["loc"][-1]), [field])
+               for e in errors)

@@ -149,3 +149,25 @@ def test_a_spec_over_the_size_limit_is_refused(tmp_path):
     path.write_text("templates: []\n" + "#" * MAX_SPEC_BYTES)
     with pytest.raises(SpecError, match="larger than"):
         load_spec(path)
+
+
+@pytest.mark.parametrize("body, where, expected", [
+    ("templates:\n  - id: a\n    image: [unclosed\n", "line 4, column 1", "flow sequence at line 3, column 12"),
+    ("templates:\n  - id: a\n   image: x\n", "line 3, column 4", "block collection at line 2, column 3"),
+])
+def test_a_yaml_error_is_one_line_naming_the_file_line_and_column(tmp_path, body, where, expected):
+    path = _write(tmp_path, body)
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}, {where}: not valid YAML") and expected in message
+    assert "\n" not in message and "<unicode string>" not in message and "indentation" in message
+
+
+def test_a_misspelt_field_is_one_problem_that_names_the_field_meant(tmp_path):
+    entry = GOOD.replace("prompt:", "promt:")
+    assert entry != GOOD
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, "templates:\n" + entry))
+    assert [p["field"] for p in err.value.problems] == ["promt"]
+    assert "did you mean 'prompt'?" in err.value.problems[0]["message"]

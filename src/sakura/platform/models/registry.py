@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from sakura.platform.errors import UnknownModel
+from sakura.platform.errors import UnknownModel, did_you_mean, shown
 from sakura.platform.lazy import resolve
 from sakura.platform.models.base import ModelAdapter
 from sakura.platform.models.pipelines import is_pipeline_folder, load_pipeline
@@ -134,10 +134,9 @@ def load_model(name_or_path: str, *, dtype: torch.dtype = torch.float32, phone: 
         return load_pipeline(path, phone=phone, dtype=dtype)
     if path.is_dir():
         return _load_checkpoint(path, dtype)
-    raise UnknownModel(
-        f"unknown model {name_or_path!r}: not a named model ({', '.join(sorted(_NAMED))}, reference) "
-        "nor a diffusers checkpoint directory"
-    )
+    names = sorted([*_NAMED, "reference"])
+    raise UnknownModel(f"unknown model {shown(name_or_path)}{did_you_mean(name_or_path, names)} (not a named "
+                       f"model: {', '.join(names)}; nor a diffusers checkpoint directory)")
 
 
 def _build_named(spec: NamedModel, dtype: torch.dtype) -> ModelAdapter:
