@@ -27,6 +27,7 @@ from sakura.jobs.builder import BuildJob, BuildOutcome, BuildSettings, TemplateB
 from sakura.jobs.progress import Progress
 from sakura.platform.codec import LevelSpec, default_levels
 from sakura.platform.errors import SakuraError
+from sakura.platform.images import image_size
 from sakura.platform.library import CLAIM_RENEW_S, TemplateLibrary
 from sakura.platform.models import load_model
 from sakura.platform.models.registry import default_steps
@@ -117,6 +118,9 @@ def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str]
         if entry.resolution is not None and entry.resolution != adapter.resolution:
             raise SakuraError(f"{source}: template {entry.id!r}: field 'resolution': {entry.resolution} does not "
                               f"match model {model!r} ({adapter.resolution})")
+        note = _resize_note(entry.image, spec.base_dir, adapter.resolution)
+        if note:
+            print(f"sakura build: {entry.id}: {note}", file=sys.stderr)
     tiers = tiers or {}
     levels = levels or tuple(default_levels().values())
     unknown = set(tiers) - {lv.name for lv in levels}
@@ -285,6 +289,16 @@ def _retry_after_lost_actor(library: TemplateLibrary, settings: BuildSettings, j
     except SakuraError as store_exc:  # the store is down: nothing to retry against
         return Row(template_id, "failed", job.version, error=_first_line(store_exc))
     return replace(job, version=version)
+
+
+def _resize_note(image: str, base_dir: Path, resolution: int) -> str:
+    """What the build does to a template image the model does not take as it is ("" if nothing)."""
+    width, height = image_size(image, base_dir)
+    if width == height == resolution:
+        return ""
+    side = min(width, height)
+    crop = f"centre-cropped to {side}x{side} and " if width != height else ""
+    return f"its image is {width}x{height}; the model works at {resolution}x{resolution}, so it is {crop}resized"
 
 
 def _publish(library: TemplateLibrary, job: BuildJob, outcome: BuildOutcome, allow_model_change: bool) -> Row:

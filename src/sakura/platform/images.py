@@ -55,6 +55,17 @@ def check_image(ref: str, base_dir: Path | None = None, *, max_pixels: int = MAX
         _open_checked(fh, path, max_pixels)
 
 
+def image_size(ref: str, base_dir: Path | None = None) -> tuple[int, int]:
+    """(width, height) of a bundled image or an image file (from its header: nothing decoded)."""
+    if ref.startswith(SKIMAGE_SCHEME):
+        height, width = load_image(ref).shape[:2]
+        return width, height
+    path = _resolve(ref, base_dir)
+    with _open_file(path) as fh:
+        size: tuple[int, int] = _open_checked(fh, path, MAX_IMAGE_PIXELS).size
+        return size
+
+
 def image_bytes_identity(ref: str, base_dir: Path | None = None) -> bytes:
     """Bytes that identify an image's content (for content hashes)."""
     if ref.startswith(SKIMAGE_SCHEME):

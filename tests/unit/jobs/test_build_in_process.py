@@ -95,3 +95,22 @@ def test_a_template_whose_builder_died_gets_a_new_claim_until_its_tries_run_out(
     assert f"died {BUILD_ATTEMPTS} times" in final.error and "the actor died unexpectedly" in final.error
     assert library.clean_orphans(entry.id) == [lost.version]  # the retries' claims never got files here
     assert library.versions(entry.id) == [] and library.claim_version(entry.id, "d" * 64) == job.version + 1
+
+
+def test_the_build_says_when_it_crops_and_resizes_a_template_image(tmp_path, capsys):
+    """A 600x400 template shrunk to the model's square without a word from the build surprised an
+    operator; an image already at the model's size gets no note."""
+    from PIL import Image
+
+    from sakura.jobs.build import prepare
+    from sakura.platform.models import load_model
+
+    side = load_model("reference").resolution
+    Image.new("RGB", (side, side), (90, 30, 10)).save(tmp_path / "square.png")
+    entries = [{"id": "wide", "task": "try_on", "image": "skimage:coffee", "prompt": "p"},
+               {"id": "square", "task": "try_on", "image": "square.png", "prompt": "p"}]
+    spec = parse_spec({"templates": entries}, source="test", base_dir=tmp_path)
+    prepare(spec, model="reference", store=f"file://{tmp_path}/lib", create=True)
+    notes = capsys.readouterr().err.strip().splitlines()
+    assert notes == [f"sakura build: wide: its image is 600x400; the model works at {side}x{side}, so it is "
+                     "centre-cropped to 400x400 and resized"]
