@@ -55,6 +55,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--allow-model-change", action="store_true",
                    help="move `latest` onto the new version even when it serves one built for another model "
                         "(every phone with that model then fails)")
+    p.add_argument("--move-latest", action="store_true",
+                   help="move `latest` onto the new version even where an operator set it (`sakura alias set`, "
+                        "a rollback or a pin), which builds otherwise leave")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (one object per template)")
     p.add_argument("--create", action="store_true",
                    help="start a new library if the store's folder does not exist yet (else a missing store is a "
@@ -144,7 +147,8 @@ def prepare(spec: TemplateSpec, *, model: str, store: str, tiers: dict[str, str]
 
 
 def build_in_process(spec: TemplateSpec, store: str, *, model: str, steps: int | None = None,
-                     allow_model_change: bool = False, levels: tuple[LevelSpec, ...] | None = None) -> list[Row]:
+                     allow_model_change: bool = False, move_latest: bool = False,
+                     levels: tuple[LevelSpec, ...] | None = None) -> list[Row]:
     """The build job without Ray: the same checks, skip rule, claims and publish, one template after
     another in this process (how the evaluation builds its libraries; it must not need a cluster).
     A build that fails with a :class:`SakuraError` is a failed row; any other error propagates."""
@@ -158,7 +162,7 @@ def build_in_process(spec: TemplateSpec, store: str, *, model: str, steps: int |
         except SakuraError as exc:
             rows.append(Row(job.entry.id, "failed", job.version, error=_first_line(exc)))
             continue
-        rows.append(_publish(library, job, outcome, allow_model_change))
+        rows.append(_publish(library, job, outcome, allow_model_change, move_latest))
     return rows
 
 
@@ -264,7 +268,7 @@ def run_jobs(args: argparse.Namespace, settings: BuildSettings, library: Templat
                 rows.append(Row(job.entry.id, "failed", job.version, error=_first_line(exc)))
                 continue
             idle.append(actor)
-            rows.append(row := _publish(library, job, outcome, args.allow_model_change))
+            rows.append(row := _publish(library, job, outcome, args.allow_model_change, args.move_latest))
             progress.update(job.entry.id, f"published v{row.version} ({row.seconds:.1f} s)"
                             if row.status == "published" else "failed", done=True)
     finally:
@@ -301,17 +305,21 @@ def _resize_note(image: str, base_dir: Path, resolution: int) -> str:
     return f"its image is {width}x{height}; the model works at {resolution}x{resolution}, so it is {crop}resized"
 
 
-def _publish(library: TemplateLibrary, job: BuildJob, outcome: BuildOutcome, allow_model_change: bool) -> Row:
+def _publish(library: TemplateLibrary, job: BuildJob, outcome: BuildOutcome, allow_model_change: bool,
+             move_latest: bool) -> Row:
     try:
-        latest = library.publish(outcome.manifest, allow_model_change=allow_model_change)
+        latest = library.publish(outcome.manifest, allow_model_change=allow_model_change, move_held=move_latest)
     except SakuraError as exc:  # its claim was abandoned, the store is down...
         return Row(job.entry.id, "failed", job.version, error=_first_line(exc))
-    warning = ""
-    if (latest is not None and latest != outcome.version
-            and not library.same_model(job.entry.id, latest, outcome.version)):
+    warning, tid, version = "", job.entry.id, outcome.version
+    if latest is not None and latest != version and not library.same_model(tid, latest, version):
         warning = (f"warning: latest stays at v{latest}, built for another model than {outcome.manifest.model.name}; "
-                   f"`sakura alias set {job.entry.id} latest {outcome.version} --allow-model-change` moves it")
-        print(f"sakura build: {job.entry.id}: {warning}", file=sys.stderr)
+                   f"`sakura alias set {tid} latest {version} --allow-model-change` moves it")
+    elif latest is not None and latest < version:  # not a newer build's: an operator set it
+        warning = (f"warning: latest stays at v{latest}, where `sakura alias set` put it (a rollback or a pin); "
+                   f"`sakura alias set {tid} latest {version}` or a build with --move-latest moves it")
+    if warning:
+        print(f"sakura build: {tid}: {warning}", file=sys.stderr)
     return Row(job.entry.id, "published", outcome.version, outcome.level_bytes, outcome.manifest.kv_bytes_fp16,
                outcome.seconds, warning, outcome.node)
 

@@ -80,11 +80,12 @@ def heads(store: ObjectStore, template_id: str) -> dict[str, bytes]:
     return out
 
 
-def append(store: ObjectStore, template_id: str, alias: str, after: AliasHead, version: int | None) -> int | None:
+def append(store: ObjectStore, template_id: str, alias: str, after: AliasHead, version: int | None, *,
+           held: bool = False) -> int | None:
     """Write the record after ``after`` (the newest one read), pointing at ``version`` (None: the
-    alias is removed); its number, or None if another mover wrote that record first (read again
-    and decide again)."""
-    data = REMOVED if version is None else AliasDoc(version=version).to_bytes()
+    alias is removed; ``held``: builds leave it, :class:`~sakura.platform.manifest.AliasDoc`); its
+    number, or None if another mover wrote that record first (read again and decide again)."""
+    data = REMOVED if version is None else AliasDoc(version=version, held=held).to_bytes()
     return log(store, template_id, alias).append(after, data)
 
 

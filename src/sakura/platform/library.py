@@ -93,6 +93,14 @@ _MANIFEST = "manifest.json"
 log = logging.getLogger("sakura.library")
 
 
+def _held(data: bytes | None) -> bool:
+    """Whether an alias record says an operator set it (read only after its version was)."""
+    try:
+        return data is not None and AliasDoc.from_bytes(data).held
+    except ManifestError:
+        return False
+
+
 class TemplateLibrary:
     def __init__(self, store: ObjectStore, tiers: dict[str, ObjectStore] | None = None) -> None:
         self.store = store
@@ -237,14 +245,15 @@ class TemplateLibrary:
         move_claim(self.store, template_id, version,
                    lambda c: replace(c, state=ABANDONED) if c.state == BUILDING else None)
 
-    def publish(self, manifest: Manifest, *, allow_model_change: bool = False) -> int | None:
+    def publish(self, manifest: Manifest, *, allow_model_change: bool = False, move_held: bool = False) -> int | None:
         """Make a claimed version visible (create-only manifest), then move ``latest`` forward,
         unless it serves a version built for another model and ``allow_model_change`` is not
-        given (phones of that model would all fail). The version ``latest`` names now."""
+        given (phones of that model would all fail), or an operator set it (held) and
+        ``move_held`` is not given. The version ``latest`` names now."""
         template_id, version = manifest.template_id, manifest.version
         self._advance_claim(template_id, version, PUBLISHING)
         write_once(self.store, layout.manifest_key(template_id, version), manifest.to_bytes())
-        return self._announce(template_id, version, allow_model_change)
+        return self._announce(template_id, version, allow_model_change, move_held)
 
     def finish_publish(self, template_id: str, version: int) -> bool:
         """Complete a publish interrupted between its manifest and ``latest``; True if it was."""
@@ -252,11 +261,11 @@ class TemplateLibrary:
         published = self.store.head(layout.manifest_key(template_id, version)) is not None
         if claim is None or claim.state != PUBLISHING or not published:
             return False
-        self._announce(template_id, version, allow_model_change=False)
+        self._announce(template_id, version, allow_model_change=False, move_held=False)
         return True
 
-    def _announce(self, template_id: str, version: int, allow_model_change: bool) -> int | None:
-        self.advance_alias(template_id, LATEST, version, allow_model_change=allow_model_change)
+    def _announce(self, template_id: str, version: int, allow_model_change: bool, move_held: bool) -> int | None:
+        self.advance_alias(template_id, LATEST, version, allow_model_change=allow_model_change, move_held=move_held)
         self._advance_claim(template_id, version, PUBLISHED)
         return self._alias_target(template_id, LATEST)
 
@@ -293,12 +302,13 @@ class TemplateLibrary:
 
     # -- aliases -------------------------------------------------------------------------
     def advance_alias(self, template_id: str, alias: str, version: int, *,
-                      allow_model_change: bool = False) -> int | None:
+                      allow_model_change: bool = False, move_held: bool = False) -> int | None:
         """Point ``alias`` at ``version`` unless it already points at a newer one, or at one built
-        for another model and ``allow_model_change`` is not given. The number of the alias
+        for another model and ``allow_model_change`` is not given, or an operator set it (held:
+        a rollback stays rolled back) and ``move_held`` is not given. The number of the alias
         record written (None: the alias was left as it was)."""
-        def should_move(current: int | None) -> bool:
-            return (current is None or current < version) and (
+        def should_move(current: int | None, held: bool) -> bool:
+            return (current is None or current < version) and (move_held or not held) and (
                 allow_model_change or self.same_model(template_id, current, version))
 
         return self._swap_alias(template_id, alias, version, should_move)
@@ -306,9 +316,10 @@ class TemplateLibrary:
     def set_alias(self, template_id: str, alias: str, version: int, *, force: bool = False,
                   allow_model_change: bool = False) -> int | None:
         """Point ``alias`` at a published version (pin or roll back); the number of the alias record
-        written (None: it pointed there already). ``force`` moves on from a newest record that
-        cannot be read (still create-only, after it), and logs it. Moving it onto a version built
-        for another model is a :class:`ModelChange` unless ``allow_model_change``."""
+        written (None: it pointed there already). ``latest`` set so is held: builds publish past it
+        but leave it, unless told to move it. ``force`` moves on from a newest record that cannot
+        be read (still create-only, after it), and logs it. Moving it onto a version built for
+        another model is a :class:`ModelChange` unless ``allow_model_change``."""
         layout.validate_alias(alias)
         if self.store.head(layout.manifest_key(template_id, version)) is None:
             if not self._has_versions(template_id):
@@ -316,8 +327,10 @@ class TemplateLibrary:
             raise LibraryError(f"template {template_id!r} has no published version {version}")
         if mark_state(self.store, template_id, version) == DELETING:
             raise VersionRetired(f"template {template_id!r} version {version} is being deleted by gc")
-        def should_move(current: int | None) -> bool:
-            if current == version:
+        hold = alias == LATEST
+
+        def should_move(current: int | None, held: bool) -> bool:
+            if current == version and held == hold:
                 return False
             if current and not allow_model_change and not self.same_model(template_id, current, version):
                 theirs, ours = (self.model_of(template_id, v) or ("?", "") for v in (current, version))
@@ -326,7 +339,7 @@ class TemplateLibrary:
                                   "Allow it explicitly (--allow-model-change)")
             return True
 
-        return self._swap_alias(template_id, alias, version, should_move, force=force)
+        return self._swap_alias(template_id, alias, version, should_move, force=force, held=hold)
 
     def remove_alias(self, template_id: str, alias: str) -> int:
         """Take ``alias`` away (one more record: phones asking for it get a 404, and gc no longer
@@ -345,16 +358,17 @@ class TemplateLibrary:
             if seq is not None:
                 return seq
 
-    def _swap_alias(self, template_id: str, alias: str, version: int, should_move: Callable[[int | None], bool],
-                    *, force: bool = False) -> int | None:
+    def _swap_alias(self, template_id: str, alias: str, version: int,
+                    should_move: Callable[[int | None, bool], bool], *, force: bool = False,
+                    held: bool = False) -> int | None:
         """Read the alias's newest record, decide, and write the next one create-only
         (:mod:`~sakura.platform.alias_log`); another mover wrote it first: read and decide again."""
         while True:
             found = alias_log.head(self.store, template_id, alias)
             current = None if found.data is None else self._alias_version(template_id, alias, found.data, force)
-            if current != 0 and not should_move(current):
+            if current != 0 and not should_move(current, current is not None and _held(found.data)):
                 return None
-            seq = alias_log.append(self.store, template_id, alias, found, version)
+            seq = alias_log.append(self.store, template_id, alias, found, version, held=held)
             if seq is None:
                 continue
             if current == 0:

@@ -416,9 +416,11 @@ def _load_json(data: bytes) -> dict:
 class AliasDoc(BaseModel):
     model_config = _STRICT
     version: int = Field(ge=1)
+    #: ``latest`` as an operator set it (a rollback or a pin): builds leave it unless told to move it.
+    held: bool = False
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"version": self.version}).encode()
+        return json.dumps({"version": self.version, **({"held": True} if self.held else {})}).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> AliasDoc:

@@ -114,3 +114,20 @@ def test_the_build_says_when_it_crops_and_resizes_a_template_image(tmp_path, cap
     notes = capsys.readouterr().err.strip().splitlines()
     assert notes == [f"sakura build: wide: its image is 600x400; the model works at {side}x{side}, so it is "
                      "centre-cropped to 400x400 and resized"]
+
+
+def test_a_build_leaves_a_rolled_back_latest_and_says_so_unless_told_to_move_it(tmp_path, capsys):
+    uri = f"file://{tmp_path}/lib"
+    spec = one_template()
+    tid = spec.templates[0].id
+    build_in_process(spec, uri, model="reference", steps=1)
+    build_in_process(spec, uri, model="reference", steps=2)
+    library = TemplateLibrary.open(uri)
+    library.set_alias(tid, "latest", 1)  # the operator rolls back
+    capsys.readouterr()
+    (row,) = build_in_process(spec, uri, model="reference", steps=3)
+    assert (row.status, row.version) == ("published", 3) and library.resolve(tid, "latest") == 1
+    assert "latest stays at v1, where `sakura alias set` put it" in row.error
+    assert "--move-latest" in capsys.readouterr().err
+    (row,) = build_in_process(spec, uri, model="reference", steps=4, move_latest=True)
+    assert row.error == "" and library.resolve(tid, "latest") == 4

@@ -239,6 +239,24 @@ def test_an_alias_removed_is_gone_and_no_longer_keeps_its_version(bare, capsys):
     assert lib.resolve("tpl", "stable") == 3
 
 
+def test_a_rollback_of_latest_holds_it_until_a_build_is_told_to_move_it(bare):
+    """An operator who rolled latest back did it for a reason: the next build publishes past it but
+    leaves latest there (advance_alias is what a build calls), until told to move it."""
+    lib, _ = bare
+    put_version(lib, "tpl"), put_version(lib, "tpl")
+    lib.set_alias("tpl", "latest", 1)  # the rollback
+    assert json.loads(alias_log.head(lib.store, "tpl", "latest").data) == {"version": 1, "held": True}
+    assert put_version(lib, "tpl") == 3 and lib.resolve("tpl", "latest") == 1
+    assert lib.advance_alias("tpl", "latest", 3) is None and lib.resolve("tpl", "latest") == 1
+    assert lib.advance_alias("tpl", "latest", 3, move_held=True) is not None
+    assert json.loads(alias_log.head(lib.store, "tpl", "latest").data) == {"version": 3}  # released
+    assert put_version(lib, "tpl") == 4 and lib.resolve("tpl", "latest") == 4  # builds move it again
+    lib.set_alias("tpl", "latest", 4)  # a pin where it is: held from now on, one more record
+    assert json.loads(alias_log.head(lib.store, "tpl", "latest").data) == {"version": 4, "held": True}
+    lib.set_alias("tpl", "stable", 4)  # other aliases are never moved by builds: nothing to hold
+    assert json.loads(alias_log.head(lib.store, "tpl", "stable").data) == {"version": 4}
+
+
 def test_old_records_are_pruned_and_record_numbers_only_grow(bare):
     lib, _ = bare
     put_version(lib, "tpl"), put_version(lib, "tpl")
