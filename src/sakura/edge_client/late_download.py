@@ -4,12 +4,17 @@ When the model asks for a fetched shard that is not decoded yet and the phone ca
 is at the frontier of the template pass), the compute stage computes it instead once its download
 would be decoded later than computing it (every block from the frontier through it) would end;
 the download is abandoned. The rule is re-judged every :data:`LATE_CHECK_S` while the model waits,
-because a download that started well may stall: its rate is the slowest of the one planned with,
-its mean since its first byte could come, and, once the model has waited a round trip, the rate its
-bytes came at while the model waited. The last matters when a download most of the way in stops:
-its mean since the request decays only as ``1/t``, so with a few kB left it kept promising the
-rest within a block's compute while the link delivered nothing (a 5G trace: the model waited 3.2 s
-for 96 kB where computing the blocks from the frontier cost 0.4 s).
+because a download that started well may stall: its rate is the slower of the one planned with
+and its mean since its first byte could come. A download that delivers nothing while the model
+waits is expected to stall as long again as it has (the longer an outage has lasted, the longer it
+is likely to last), so the phone computes once it has waited about as long as computing would take:
+the rent-or-buy rule, never worse than twice the better choice made knowing the future. Without
+it, a download most of the way in when the link died kept promising its last kilobytes within a
+block's compute (its mean since the request decays only as ``1/t``): on a 5G trace the model
+waited 3.2 s for 96 kB where computing the blocks from the frontier cost 0.4 s. Bytes that do
+arrive while the model waits leave the judgement to the mean rate: a rate over a few checks is
+too noisy to give up a download for (on a slow phone, a dip read as a crawl had it compute the
+whole template pass, 30 s, for a download a second from done).
 
 One rule, two users: the live compute stage (:mod:`sakura.edge_client._streaming_kv`) and the
 simulator (:mod:`sakura.evaluation.simulator`), which replays it on a bandwidth trace.
@@ -17,7 +22,6 @@ simulator (:mod:`sakura.evaluation.simulator`), which replays it on a bandwidth 
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 __all__ = ["LATE_CHECK_S", "Waiting", "fetch_due"]
@@ -37,19 +41,17 @@ def fetch_due(now: float, *, requested_at: float | None, rtt_s: float, planned_r
               left: int, decode_s: float, waiting: Waiting | None = None) -> float:
     """When a fetched shard would be decoded, judged at ``now``: its ``left`` bytes still to come
     (``received`` arrived) at ``planned_rate`` bytes/s or, once a round trip has passed since
-    ``requested_at``, at the rate the download arrives at if that is slower: its mean so far, and
-    its rate since the model began ``waiting`` once that is a round trip (or a check) old; a round
-    trip first if it was not requested yet; then ``decode_s``. ``inf`` for a download that
-    delivered nothing while the model waited."""
-    rate = planned_rate
+    ``requested_at``, at its mean rate so far if that is slower; a round trip first if it was not
+    requested yet; then ``decode_s``. A download that delivered nothing since the model began
+    ``waiting`` (a round trip or a check ago at least) is expected to stall as long again first."""
+    rate, stalled = planned_rate, 0.0
     if requested_at is not None and now - requested_at > rtt_s:
         rate = min(rate, max(received, 1) / (now - requested_at - rtt_s))  # its mean so far
-        # (fewer bytes than when the wait began: it restarted at another level, and has no such rate)
-        if waiting is not None and received >= waiting.received:
+        if waiting is not None and received == waiting.received:
             since = max(waiting.since, requested_at + rtt_s)  # no byte can come sooner
             if now - since >= max(rtt_s, LATE_CHECK_S):
-                rate = min(rate, (received - waiting.received) / (now - since))  # while the model waited
+                stalled = now - since  # nothing came while the model waited: as long again, then its mean
     wait = 0.0 if requested_at is not None else rtt_s
     if left <= 0:
         return now + wait + decode_s
-    return now + wait + left / rate + decode_s if rate > 0 else math.inf
+    return now + wait + stalled + left / rate + decode_s

@@ -3,8 +3,6 @@ shard would be decoded, judged from what its download has done so far."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from sakura.edge_client.late_download import Waiting, fetch_due
@@ -34,40 +32,43 @@ def test_within_its_first_round_trip_a_download_has_no_rate_of_its_own_yet():
     assert due == pytest.approx(10.03 + 1.0)
 
 
-def test_a_download_that_delivers_nothing_for_a_round_trip_while_the_model_waits_is_never_due():
-    # 96 kB of 5.6 MB left: its mean since the request (5.5 MB in 2 s) promises the rest in 35 ms,
-    # but nothing came in the 60 ms the model has waited
+
+def test_a_download_that_delivers_nothing_while_the_model_waits_is_expected_to_stall_as_long_again():
+    # 96 kB of 5.6 MB left: its mean since the request (5.5 MB in 12 s) promises the rest in 0.2 s,
+    # but nothing came in the 0.5 s the model has waited: another 0.5 s first, then the mean
     waiting = Waiting(since=12.0, received=5_500_000)
-    due = fetch_due(12.06, requested_at=0.0, rtt_s=0.05, planned_rate=1e7, received=5_500_000, left=96_000,
+    mean = 5_500_000 / (12.5 - 0.05)
+    due = fetch_due(12.5, requested_at=0.0, rtt_s=0.05, planned_rate=1e7, received=5_500_000, left=96_000,
                     decode_s=0.01, waiting=waiting)
-    assert due == math.inf
-    # the same a check into the wait: too soon to tell, its mean still stands
-    early = fetch_due(12.03, requested_at=0.0, rtt_s=0.05, planned_rate=1e7, received=5_500_000, left=96_000,
-                      decode_s=0.01, waiting=waiting)
-    assert early == pytest.approx(12.03 + 96_000 / (5_500_000 / 11.98) + 0.01)
+    assert due == pytest.approx(12.5 + 0.5 + 96_000 / mean + 0.01)
+    # so a phone that computes the block in 0.4 s gives up on it once it has waited about that long
+    late = [t / 100 for t in range(1200, 1400) if fetch_due(
+        t / 100, requested_at=0.0, rtt_s=0.05, planned_rate=1e7, received=5_500_000, left=96_000, decode_s=0.01,
+        waiting=waiting) > t / 100 + 0.4]
+    assert late and 12.0 + 0.4 - 0.25 <= late[0] <= 12.0 + 0.4
 
 
-def test_the_rate_while_the_model_waits_counts_only_the_bytes_that_came_meanwhile():
+def test_within_a_round_trip_of_waiting_a_download_has_not_stalled_yet():
+    waiting = Waiting(since=12.0, received=5_500_000)
+    due = fetch_due(12.03, requested_at=0.0, rtt_s=0.05, planned_rate=1e7, received=5_500_000, left=96_000,
+                    decode_s=0.01, waiting=waiting)
+    assert due == pytest.approx(12.03 + 96_000 / (5_500_000 / 11.98) + 0.01)
+
+
+def test_bytes_that_come_while_the_model_waits_leave_it_to_the_mean_rate():
+    """A rate over a few checks is too noisy to give up a download for: any progress, and the mean judges."""
     waiting = Waiting(since=12.0, received=1_000_000)
-    due = fetch_due(12.5, requested_at=10.0, rtt_s=0.05, planned_rate=1e7, received=1_100_000, left=400_000,
+    due = fetch_due(12.5, requested_at=10.0, rtt_s=0.05, planned_rate=1e7, received=1_000_001, left=400_000,
                     decode_s=0.0, waiting=waiting)
-    assert due == pytest.approx(12.5 + 400_000 / (100_000 / 0.5))
+    assert due == pytest.approx(12.5 + 400_000 / (1_000_001 / 2.45))
 
 
-def test_the_wait_is_timed_from_a_round_trip_after_a_request_made_while_the_model_waited():
+def test_a_stall_is_timed_from_a_round_trip_after_a_request_made_while_the_model_waited():
     waiting = Waiting(since=12.0, received=0)
-    # requested at 12.2: no byte can come before 12.25, so at 12.28 the wait has no rate of its own yet
-    due = fetch_due(12.28, requested_at=12.2, rtt_s=0.05, planned_rate=1e6, received=30_000, left=1_000_000,
+    # requested at 12.2: no byte could come before 12.25, so at 12.45 it has stalled for 0.2 s, not 0.45
+    due = fetch_due(12.45, requested_at=12.2, rtt_s=0.05, planned_rate=1e6, received=0, left=1_000,
                     decode_s=0.0, waiting=waiting)
-    assert due == pytest.approx(12.28 + 1_000_000 / (30_000 / 0.03))
-
-
-def test_a_download_restarted_at_another_level_keeps_its_mean_rate():
-    # fewer bytes than when the wait began: a new download at a smaller level, not a stall
-    waiting = Waiting(since=12.0, received=900_000)
-    due = fetch_due(12.5, requested_at=10.0, rtt_s=0.05, planned_rate=1e6, received=200_000, left=100_000,
-                    decode_s=0.0, waiting=waiting)
-    assert due == pytest.approx(12.5 + 100_000 / (200_000 / 2.45))
+    assert due == pytest.approx(12.45 + 0.2 + 1_000 / (1 / 0.2))
 
 
 def test_a_download_complete_but_for_its_decode_is_due_after_the_decode():
