@@ -20,9 +20,17 @@ def shown(value: object) -> str:
     return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 3]}... ({len(text)} characters)"
 
 
+def closest(word: str, known: Iterable[str]) -> list[str]:
+    """The entries of ``known`` closest to ``word`` (a typo), best first."""
+    return difflib.get_close_matches(word, list(known), n=3, cutoff=0.6)
+
+
 def did_you_mean(word: str, known: Iterable[str]) -> str:
-    """"; did you mean 'x'?" naming the entries of ``known`` closest to ``word`` (a typo), or ""."""
-    close = difflib.get_close_matches(word, list(known), n=3, cutoff=0.6)
+    """"; did you mean 'x'?" naming the entries of ``known`` closest to ``word``, or ""."""
+    return _hint(closest(word, known))
+
+
+def _hint(close: list[str]) -> str:
     return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
 
 
@@ -80,13 +88,12 @@ class UnknownTemplate(LibraryError):
 
     def __init__(self, template_id: str, suggestions: Iterable[str] = ()) -> None:
         self.template_id, self.suggestions = template_id, list(suggestions)
-        hint = f"; did you mean {' or '.join(map(repr, self.suggestions))}?" if self.suggestions else ""
+        hint = _hint(self.suggestions)
         super().__init__(f"unknown template {template_id!r}{hint}")
 
     def suggest(self, known: Iterable[str]) -> UnknownTemplate:
         """The same error with the ids of ``known`` closest to the one asked for."""
-        close = difflib.get_close_matches(self.template_id, list(known), n=3, cutoff=0.6)
-        return UnknownTemplate(self.template_id, close)
+        return UnknownTemplate(self.template_id, closest(self.template_id, known))
 
 
 class VersionRetired(LibraryError):
