@@ -76,14 +76,28 @@ def analytic_rates(args: argparse.Namespace, reference: MeasuredWorkload) -> tup
     decoder = largest_shards(list(reports.values()), needed)
     decode = {"decode_model": decoder["model"], "decode_source": _name(reports, decoder),
               "decode_digest": _digest(decoder)}
-    rates = CodecRates.from_geometries(reference.geometries)
+    rates, context = _context_rates(CodecRates.from_geometries(reference.geometries), args)
     if args.rates == "reference":
         return rates.with_decode_from(decoder, methods), {
-            "bracket": "optimistic", "model": "reference", "source": "measured here", "codec": args.codec, **decode}
+            "bracket": "optimistic", "model": "reference", "source": "measured here", "codec": args.codec,
+            **decode, **context}
     chosen = least_compressible(list(reports.values()), lossy)
     described = {"bracket": "conservative", "model": chosen["model"], "blocks": chosen.get("blocks"),
-                 "source": _name(reports, chosen), "codec_digest": _digest(chosen), "codec": args.codec, **decode}
+                 "source": _name(reports, chosen), "codec_digest": _digest(chosen), "codec": args.codec,
+                 **decode, **context}
     return rates.with_codec_bench(chosen, methods, decode_from=decoder), described
+
+
+def _context_rates(rates: CodecRates, args: argparse.Namespace) -> tuple[CodecRates, dict]:
+    """Context objects coded as ``bench/out/context-objects.json`` measured them (the v2 codec only):
+    the optimistic bracket each family as its own tiny pipeline, the conservative every family as the
+    least compressible one."""
+    path = OUT / "context-objects.json"
+    if args.codec == "v1" or not path.exists():
+        return rates, {"context": "uncoded"}
+    report = json.loads(path.read_text())
+    rates = rates.with_context_bench(report, own_family=args.rates == "reference")
+    return rates, {"context": path.name, "context_digest": _digest(report), "context_ratio": rates.context_ratio}
 
 
 def _name(reports: dict[str, dict], report: dict) -> str:

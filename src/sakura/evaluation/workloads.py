@@ -144,8 +144,9 @@ class CodecRates:
     KV at 2 bytes a value (the lossless ``full`` level: over the KV in its own dtype, so it carries to
     an fp16 model), decode seconds per such byte on this machine (a transform level: to its factors),
     each transform level's ranks (K's and V's, as a share of min(tokens, width): the phone's rebuild
-    or factored attention is counted in FLOPs from them), and the manifest's bytes on the wire: a
-    header, and each shard's entry."""
+    or factored attention is counted in FLOPs from them), the manifest's bytes on the wire: a
+    header, and each shard's entry; and per model family (:attr:`Architecture.family`) the context
+    objects' bytes over their values at 2 bytes each (a family not named: 1.0, shipped uncoded)."""
 
     model: str
     size_ratio: dict[str, float]
@@ -153,6 +154,7 @@ class CodecRates:
     manifest: ManifestWire
     lossless: str  # SAKURA's lossless level
     rank_shares: dict[str, tuple[float, float]] = field(default_factory=dict)
+    context_ratio: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_geometries(cls, geometries: Sequence[EditGeometry]) -> CodecRates:
@@ -184,6 +186,16 @@ class CodecRates:
         rates = replace(self, model=report["model"], size_ratio=size, rank_shares=ranks)
         return rates.with_decode_from(decode_from or report, methods)
 
+    def with_context_bench(self, report: dict, *, own_family: bool) -> CodecRates:
+        """These rates with context objects coded as ``report`` (``bench/context_objects.py --json``)
+        measured them: each family as its own tiny pipeline (:data:`CONTEXT_PIPELINES`;
+        ``own_family``, the optimistic bracket), or every family as the least compressible pipeline."""
+        measured = {m["model"]: context_ratio(m) for m in report["models"]}
+        worst = max(measured.values(), default=1.0)
+        ratios = {family: measured[model] if own_family else worst for family, model in CONTEXT_PIPELINES.items()
+                  if model in measured}
+        return replace(self, context_ratio=ratios)
+
     def with_decode_from(self, report: dict, methods: Mapping[str, str] | None = None) -> CodecRates:
         """These rates with each level's decode seconds per byte as ``report`` measured them."""
         names = dict(methods or {})
@@ -192,6 +204,24 @@ class CodecRates:
             m = report["methods"][names.get(level, level)]
             decode[level] = 1.0 / (m.get("factor_decode_mb_s", m["decode_mb_s"]) * 1e6)
         return replace(self, decode_s_per_byte=decode)
+
+
+#: Per architecture family, the tiny pipeline with its text encoders (their kinds, sequence length
+#: and padding as the family's pipeline runs them; seeded random weights) whose context objects
+#: ``bench/context_objects.py`` measures.
+CONTEXT_PIPELINES: dict[str, str] = {"flux2-klein": "tiny-klein", "flux1": "tiny-kontext", "sd3": "tiny-sd3-pipeline"}
+
+
+def context_ratio(measured: dict) -> float:
+    """A pipeline's context objects as the build ships them over their values in their own dtype:
+    a coded object at its bytes within parity, any other at its raw size (no credit for zstd)."""
+    shipped = raw = 0
+    for entry in measured["objects"].values():
+        size = int(np.prod(entry["shape"])) * np.dtype(entry["dtype"]).itemsize
+        coded = entry["coded_within_parity_bytes"]
+        shipped += min(coded, size) if coded is not None else size
+        raw += size
+    return shipped / raw if raw else 1.0
 
 
 def least_compressible(reports: Sequence[dict], levels: Sequence[str]) -> dict:
@@ -230,6 +260,7 @@ def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates,
     all_levels = [*levels, *cachegen_levels]
     raw = f.kv_bytes_per_block
     source = stock_source_bytes(spec.reference)
+    context = round(f.prompt_embed_bytes * rates.context_ratio.get(architecture(spec.arch).family, 1.0))
     phone_s = _phone_factor_seconds(spec, f, rates, sec)
     geometry = EditGeometry(
         template=spec.source, model=spec.arch, steps=spec.steps, template_tokens=f.reference_tokens,
@@ -241,8 +272,7 @@ def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates,
         manifest=rates.manifest, raw_bytes=[raw] * n, kv_itemsize=2,
         kv_cached=f.kv_cached, text_encode_s=f.text_encode * sec, reference_encode_s=f.vae_encode_reference * sec,
         reference_pass_s=sum(f.reference) * sec, shard_compute_s=[r * sec for r in f.reference] * per_step,
-        source_bytes=source, context_bytes=f.prompt_embed_bytes,
-        prepared_bytes=f.prompt_embed_bytes + f.reference_latent_bytes,
+        source_bytes=source, context_bytes=context, prepared_bytes=context + f.reference_latent_bytes,
         image_bytes=source - len(STOCK_PROMPT.encode()))
     geometry.ondevice_s[1] = geometry.ondevice_compute_s("on-device")
     geometry.replay_s[1] = geometry.compute_s

@@ -12,7 +12,16 @@ import pytest
 from sakura.evaluation.architectures import edit_flops, klein_architecture
 from sakura.evaluation.geometry import ManifestWire
 from sakura.evaluation.profiles import device_profile
-from sakura.evaluation.workloads import WORKLOADS, Analytic, CodecRates, Measured, analytic_geometry, workload_spec
+from sakura.evaluation.workloads import (
+    CONTEXT_PIPELINES,
+    WORKLOADS,
+    Analytic,
+    CodecRates,
+    Measured,
+    analytic_geometry,
+    context_ratio,
+    workload_spec,
+)
 from sakura.platform.models.pipelines.klein_shapes import KLEIN_4B, KLEIN_CHECK
 
 CAPTURE = Path(__file__).resolve().parents[3] / "bench" / "out" / "capture-klein-4b-shape.json"
@@ -187,3 +196,42 @@ def test_an_analytic_transform_level_charges_the_phone_its_rebuild_or_factored_a
         assert h.decode_s[level][0] == pytest.approx(g.decode_s[level][0] + extra)
     assert h.decode_s["medium"][0] - g.decode_s["medium"][0] > h.decode_s["compact"][0] - g.decode_s["compact"][0]
     assert h.decode_s["full"] == g.decode_s["full"]  # K/V as they are: nothing to rebuild
+
+
+def _context_report() -> dict:
+    """Two pipelines as ``bench/context_objects.py`` writes them: klein's embeddings coded to a
+    quarter of their fp32 bytes, SD3's never within parity and its pooled vector not 2-D."""
+    return {"models": [
+        {"model": "tiny-klein", "objects": {
+            "prompt_embeds": {"shape": [32, 96], "dtype": "float32", "coded_within_parity_bytes": 32 * 96}}},
+        {"model": "tiny-sd3-pipeline", "objects": {
+            "prompt_embeds": {"shape": [32, 32], "dtype": "float32", "coded_within_parity_bytes": None},
+            "pooled_prompt_embeds": {"shape": [32], "dtype": "float32", "coded_within_parity_bytes": None}}},
+    ]}
+
+
+def test_a_context_ratio_credits_only_what_the_build_codes_within_parity():
+    klein, sd3 = _context_report()["models"]
+    assert context_ratio(klein) == pytest.approx(0.25)
+    assert context_ratio(sd3) == 1.0  # shipped as made: no credit for zstd
+    larger = {"objects": {"x": {"shape": [4, 4], "dtype": "float16", "coded_within_parity_bytes": 999}}}
+    assert context_ratio(larger) == 1.0  # never charged above the raw object
+
+
+def test_analytic_context_objects_ship_at_their_familys_measured_ratio():
+    """The optimistic bracket codes each family's prompt embeddings as its own tiny pipeline did,
+    the conservative every family as the least compressible; a family not measured ships them raw."""
+    spec = WORKLOADS["klein-4b-ref512"]
+    g, rates = _geometry(spec)
+    raw_prepared_extra = g.prepared_bytes - g.context_bytes
+    own = rates.with_context_bench(_context_report(), own_family=True)
+    assert own.context_ratio == {"flux2-klein": 0.25, "sd3": 1.0}
+    coded = analytic_geometry(spec, device_profile("flagship-npu"), own, g.levels, g.cachegen_levels)
+    assert coded.context_bytes == round(g.context_bytes * 0.25)
+    assert coded.prepared_bytes == coded.context_bytes + raw_prepared_extra  # the prepared phone fetches them too
+    worst = rates.with_context_bench(_context_report(), own_family=False)
+    assert set(worst.context_ratio.values()) == {1.0}
+    kontext = analytic_geometry(WORKLOADS["kontext-ref512"], device_profile("flagship-npu"), own,
+                                g.levels, g.cachegen_levels)
+    unmeasured = _geometry(WORKLOADS["kontext-ref512"])[0]
+    assert "flux1" in CONTEXT_PIPELINES and kontext.context_bytes == unmeasured.context_bytes
