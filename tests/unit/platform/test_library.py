@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
 import time
 
@@ -35,10 +36,20 @@ from tests.unit.platform.library_helpers import (
 )
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Three versions of one template, built once per module (a build is seconds of model work)."""
+    root = tmp_path_factory.mktemp("built") / "lib"
+    make_library(f"file://{root}", ["skimage:brick", "skimage:grass", "skimage:gravel"])
+    return root
+
+
 @pytest.fixture
-def library(tmp_path):
+def library(built, tmp_path):
+    """A private copy of the built library: a test may change its aliases and versions freely."""
+    shutil.copytree(built, tmp_path / "lib", symlinks=True)
     uri = f"file://{tmp_path}/lib"
-    return make_library(uri, ["skimage:brick", "skimage:grass", "skimage:gravel"]), uri
+    return TemplateLibrary(open_store(uri)), uri
 
 
 def test_versions_aliases_and_manifests(library):
