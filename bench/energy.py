@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _simulation import edits_of, parser, reference_workload, rtt_s  # noqa: E402
 
 #: The per-step models (``kontext-ref512``, ``sd35m-ref512``: 672-1,596 shards an edit) take ten
-#: times as long to simulate: run them with fewer starts and ``--update`` (see the README).
+#: times as long to simulate: run them with fewer starts and ``--update`` (see docs/beyond.md).
 DEFAULT_WORKLOADS = ("reference", "klein-4b-ref512", "klein-4b-ref1024", "klein-9b-ref1024")
 #: Every system of the comparison but the oracle (a latency bound whose joules say little, and the
 #: slowest to simulate).

@@ -1,11 +1,12 @@
 """Result tables in the docs, generated from the bench JSON they quote, never typed.
 
-    python bench/tables.py            # rewrite every generated table in README.md
+    python bench/tables.py            # rewrite every generated table in README.md and docs/*.md
     python bench/tables.py --check    # exit 1 where a table differs from what its JSON gives
 
 A table sits between ``<!-- table: NAME -->`` and ``<!-- /table -->``; NAME is a key of
 :data:`TABLES`, whose function reads ``bench/out`` and returns the table's markdown, ending in a
-line that names its source JSON and the commit and command that wrote it.
+line that names its source JSON and the commit and command that wrote it. Every table of
+:data:`TABLES` sits in exactly one of :data:`DOCS` (``--check`` fails on one that is in none).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from sakura.evaluation.regime import crossovers as crossings
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
-DOCS = (ROOT / "README.md",)
+#: The pages that may carry generated tables: the README and every page of the docs site.
+DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 MARKED = re.compile(r"(<!-- table: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.DOTALL)
 
 
@@ -463,15 +465,20 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table is stale")
     args = p.parse_args(argv)
-    stale = []
+    stale, placed = [], set()
     for doc in DOCS:
-        text, changed = render(doc.read_text())
-        stale += [f"{doc.name}: {name}" for name in changed]
+        text = doc.read_text()
+        placed.update(m.group("name") for m in MARKED.finditer(text))
+        text, changed = render(text)
+        stale += [f"{doc.relative_to(ROOT)}: {name}" for name in changed]
         if changed and not args.check:
             doc.write_text(text)
     if stale:
         print(("stale: " if args.check else "rewrote: ") + ", ".join(stale))
-    return 1 if stale and args.check else 0
+    missing = [name for name in TABLES if name not in placed]
+    if missing:
+        print(f"in no doc (add its markers to the page its text is on): {', '.join(missing)}")
+    return 1 if (stale or missing) and args.check else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Live edits over a link shaped by a real trace whose bandwidth steps down mid-edit (Lumos 4G
 driving: 67 Mbit/s, then 9, then 3): ``bench/adaptation.py`` runs them repeatedly and records the
-stalls the README quotes, and the kernel-link Serve test runs them once. Their outcome depends on
+stalls docs/embedding.md quotes, and the kernel-link Serve test runs them once. Their outcome depends on
 this machine's timing, so no test compares their stalls; the simulator's replay of the same trace
 (``tests/unit/evaluation/test_adaptation_replay.py``) checks the adaptation itself."""
 

@@ -21,7 +21,7 @@ def test_models_verify_json_reports_exact_replay(model, capsys):
     }
     assert expected_keys <= set(report)
     assert report["model"] == model and report["steps"] == 4 and report["exact"] is True
-    assert report["max_abs_diff"] == 0.0 and report["rel_l2_diff"] == 0.0  # bit-identical, as the README shows
+    assert report["max_abs_diff"] == 0.0 and report["rel_l2_diff"] == 0.0  # bit-identical, as docs/models.md shows
     assert report["template_tokens"] == 256
     assert report["kv_bytes_fp16"] == report["steps"] * report["layers"] * 2 * 256 * 64 * 2
 

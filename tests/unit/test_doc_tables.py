@@ -1,6 +1,7 @@
 """The result tables in the docs are what their bench JSON gives: generated between markers by
 ``bench/tables.py``, so a table that differs from its JSON (edited by hand, or its JSON rerun)
-fails here. Rewrite them with ``python bench/tables.py``."""
+fails here. Rewrite them with ``python bench/tables.py``. The tables sit on the docs pages
+(``docs/*.md``) whose text quotes them; none may be lost when text moves between pages."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _docs_with_tables() -> list[str]:
+    """Every doc that carries a generated table, relative to the checkout."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [doc.relative_to(ROOT).as_posix() for doc in docs if "<!-- table: " in doc.read_text()]
 
 
 @pytest.fixture(scope="module")
@@ -24,17 +31,27 @@ def tables():
         sys.modules.pop("tables", None)
 
 
-@pytest.mark.parametrize("doc", ["README.md"])
+@pytest.mark.parametrize("doc", _docs_with_tables())
 def test_every_generated_table_matches_its_json(tables, doc):
     text = (ROOT / doc).read_text()
     names = [m.group("name") for m in tables.MARKED.finditer(text)]
-    assert names, f"{doc} has no generated tables"
+    assert names, f"{doc} has a table marker the renderer does not read (a typo in it?)"
     _, changed = tables.render(text)
     assert changed == [], f"stale tables in {doc}: {changed}; run python bench/tables.py"
 
 
+def test_every_table_the_renderer_knows_is_in_exactly_one_doc(tables):
+    placed = [m.group("name") for doc in _docs_with_tables() for m in tables.MARKED.finditer((ROOT / doc).read_text())]
+    assert placed, "no doc carries a generated table"
+    assert sorted(placed) == sorted(tables.TABLES), "a table is lost (in no doc) or in two docs"
+
+
+def test_the_renderer_rewrites_every_doc_with_tables(tables):
+    assert {ROOT / doc for doc in _docs_with_tables()} <= set(tables.DOCS)
+
+
 def test_a_table_edited_by_hand_is_caught(tables):
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / _docs_with_tables()[0]).read_text()
     match = next(tables.MARKED.finditer(text))
     edited = text.replace(match.group("body"), match.group("body").replace("|", "| 9", 1), 1)
     assert tables.render(edited)[1] == [match.group("name")]

@@ -44,7 +44,7 @@ def write_plots(out: Path, runs: dict, examples: dict) -> list[Path]:
 def image_grid(path: Path, rows: list[list[np.ndarray]], *, columns: list[str], row_labels: list[str] | None = None,
                title: str | None = None) -> Path:
     """Images (HxWx3 in [0, 1]) in a grid with a title over each column and, if given, a label
-    beside each row: a picture a person understands without the README."""
+    beside each row: a picture a person understands without the docs."""
     plt = _pyplot()
     fig, axes = plt.subplots(len(rows), len(columns), figsize=(2.1 * len(columns), 2.1 * len(rows) + 0.4),
                              squeeze=False)

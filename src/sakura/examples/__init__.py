@@ -1,5 +1,5 @@
 """The example templates and bandwidth traces SAKURA ships: the defaults of ``sakura demo`` and of
-the evaluation, and the specs the README builds (``examples/`` in a checkout links here)."""
+the evaluation, and the specs the docs build (``examples/`` in a checkout links here)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ driving: 67 Mbit/s, then 9, then 3), replayed by the simulator with the edge cli
 the claim ``bench/adaptation.py``'s live edits (``tests/adaptation_edits.py``) measure, without timing this
 machine. The reference model's measured shard bytes; its compute fixed at the emulated phone's
 ``LAYER_S`` a layer and decode at a fixed cost a byte (an estimate), so the outcome follows from the
-trace alone. ``bench/adaptation.py`` measures the live stalls the README quotes."""
+trace alone. ``bench/adaptation.py`` measures the live stalls docs/embedding.md quotes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pictures a person understands without the README: labelled panels, and a timeline legend with
+"""Pictures a person understands without the docs: labelled panels, and a timeline legend with
 every kind of box it draws and no level it did not use."""
 
 from __future__ import annotations

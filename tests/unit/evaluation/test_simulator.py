@@ -13,7 +13,7 @@ from sakura.emulation.traces import BandwidthTrace, load_traces
 from sakura.evaluation import SYSTEMS, EditSimulator
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
-ORACLE_GOAL = 1.10  # sakura / oracle, the README's target ("Against the goals")
+ORACLE_GOAL = 1.10  # sakura / oracle, the target of docs/validation.md ("Against the goals")
 
 
 def steady(mbps: float) -> BandwidthTrace:
@@ -35,7 +35,7 @@ def test_no_system_beats_the_bound_and_sakura_stays_near_the_oracle(pinned_geome
                 if fetches_everything:  # the bound is that of an edit fetching every shard
                     assert edit.latency_s >= bound - 1e-9, (family, system)
             assert edits["sakura"].latency_s <= edits["full-sequential"].latency_s + 1e-9
-            # The README's goal, sakura / oracle <= 1.10. Measured 1.000 at every (family, start)
+            # The goal of docs/validation.md, sakura / oracle <= 1.10. Measured 1.000 at every (family, start)
             # here, on a quiet and on a loaded machine; on the same cases sakura-fixed-medium
             # reaches 1.6-1.9 and full-sequential 8-12, so a policy that stops adapting fails this.
             assert edits["sakura"].latency_s <= ORACLE_GOAL * edits["oracle"].latency_s, (family, start)

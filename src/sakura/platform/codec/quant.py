@@ -1,6 +1,6 @@
 """Entropy-coded scalar quantisation of K/V rows, with importance-ranked precision classes.
 
-Evidence (``bench/codec.py`` and the experiments recorded in the README): at equal size an
+Evidence (``bench/codec.py`` and the experiments recorded in docs/codec.md): at equal size an
 entropy-coded uniform quantiser whose step is set per (head, channel) from the channel's
 standard deviation beat KIVI-style min/max quantisation (keys per channel in groups of 64
 tokens, values per token) by 5-10 dB on both tiny models, because min/max scales cost 0.5-2
