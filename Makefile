@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-cluster lint bench clean
+.PHONY: install demo test test-cluster lint docs bench clean
 
 install: $(STAMP)
 
@@ -31,13 +31,18 @@ test: $(STAMP)
 test-cluster: $(STAMP)
 	$(PY) -m pytest -q -m cluster tests/integration --durations=5
 
-# ruff (style, imports, likely bugs) and mypy (types) over the package, tests and benchmarks.
-lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
+# ruff (style, imports, likely bugs) and mypy (types) over the package, tests and benchmarks, and
+# the documentation site built strictly (a broken link or docstring fails it).
+lint: $(STAMP) docs
+	$(VENV)/bin/ruff check src tests bench docs/hooks
 	$(VENV)/bin/mypy
+
+# The documentation site (mkdocs.yml, docs/; the API reference from the docstrings) into site/.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 bench: $(STAMP)
 	$(PY) bench/capture.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache
