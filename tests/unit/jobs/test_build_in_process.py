@@ -14,9 +14,12 @@ from sakura.platform.library import TemplateLibrary
 from sakura.platform.spec import load_spec, parse_spec
 
 
-def one_template(resolution: int | None = None):
+def one_template(resolution: int | None = None, prompt: str | None = None):
+    """The first example template (its prompt replaced: other content at the cost of one step)."""
     spec = load_spec(TEMPLATES)
     entry = spec.templates[0].model_dump(mode="json") | {"resolution": resolution}
+    if prompt is not None:
+        entry["prompt"] = prompt
     return parse_spec({"templates": [entry]}, source="test", base_dir=spec.base_dir)
 
 
@@ -118,16 +121,16 @@ def test_the_build_says_when_it_crops_and_resizes_a_template_image(tmp_path, cap
 
 def test_a_build_leaves_a_rolled_back_latest_and_says_so_unless_told_to_move_it(tmp_path, capsys):
     uri = f"file://{tmp_path}/lib"
-    spec = one_template()
-    tid = spec.templates[0].id
-    build_in_process(spec, uri, model="reference", steps=1)
-    build_in_process(spec, uri, model="reference", steps=2)
+    specs = [one_template(prompt=f"edit {n}") for n in range(4)]  # four contents, one step each
+    tid = specs[0].templates[0].id
+    build_in_process(specs[0], uri, model="reference", steps=1)
+    build_in_process(specs[1], uri, model="reference", steps=1)
     library = TemplateLibrary.open(uri)
     library.set_alias(tid, "latest", 1)  # the operator rolls back
     capsys.readouterr()
-    (row,) = build_in_process(spec, uri, model="reference", steps=3)
+    (row,) = build_in_process(specs[2], uri, model="reference", steps=1)
     assert (row.status, row.version) == ("published", 3) and library.resolve(tid, "latest") == 1
     assert "latest stays at v1, where `sakura alias set` put it" in row.error
     assert "--move-latest" in capsys.readouterr().err
-    (row,) = build_in_process(spec, uri, model="reference", steps=4, move_latest=True)
+    (row,) = build_in_process(specs[3], uri, model="reference", steps=1, move_latest=True)
     assert row.error == "" and library.resolve(tid, "latest") == 4
