@@ -22,14 +22,37 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(VENV)/bin/sakura demo --out demo-out
 
+# The suite in two halves side by side: tests/unit (no Ray, mostly CPU) and tests/integration (Ray,
+# Serve and S3 servers: mostly waiting on them), so the two cores both work. Each half's output is
+# printed whole when it ends; either failing fails the target.
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not cluster" --durations=15
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse test-unit test-integration
+
+test-unit: $(STAMP)
+	$(PY) -m pytest -q -m "not cluster" tests/unit --durations=10
+
+test-integration: $(STAMP)
+	$(PY) -m pytest -q -m "not cluster" tests/integration --durations=10
 
 # The kill tests: multi-node Ray on this machine (worker nodes join a head, and tests SIGKILL them
 # mid-build and mid-edit: tests/integration/cluster) and a build killed at random points
 # (tests/integration/jobs/test_build_crash.py). A target of its own so each suite stays under 15 minutes.
 test-cluster: $(STAMP)
 	$(PY) -m pytest -q -m cluster tests/integration --durations=5
+
+# What .ci/run runs: two lanes side by side, each in order. Everything that starts Ray (integration
+# then the kill tests) stays in one lane, so no two Ray clusters overlap (the demo's test checks it
+# leaves none behind); the unit tests and lint share the other.
+ci: $(STAMP)
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse ci-unit ci-ray
+
+ci-unit: $(STAMP)
+	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory lint
+
+ci-ray: $(STAMP)
+	$(MAKE) --no-print-directory test-integration
+	$(MAKE) --no-print-directory test-cluster
 
 # ruff (style, imports, likely bugs) and mypy (types) over the package, tests and benchmarks, and
 # the documentation site built strictly (a broken link or docstring fails it).
