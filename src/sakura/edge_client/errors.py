@@ -9,11 +9,21 @@ is both an :class:`EdgeError` and the core's type (``except ManifestError`` stil
 from __future__ import annotations
 
 import functools
+import re
+import warnings
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from sakura.platform.context import ContextError
-from sakura.platform.errors import CodecError, ImageError, InvalidTemplateId, ModelError, SakuraError, UnknownModel
+from sakura.platform.errors import (
+    CodecError,
+    ImageError,
+    InvalidTemplateId,
+    ModelError,
+    SakuraError,
+    UnknownModel,
+    shown,
+)
 from sakura.platform.layout import InvalidName
 from sakura.platform.manifest import ManifestError
 
@@ -28,14 +38,38 @@ class TransportError(EdgeError, ConnectionError):
     code = "transport_error"
 
 
+#: The grammar a server's error code must match to become :attr:`ServerError.code` (it comes
+#: from the network: an app may log it, compare it or show it).
+SERVER_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
 class ServerError(EdgeError):
-    """The server answered with an error that retrying will not fix (4xx), or with nonsense."""
+    """The server answered with an error that retrying will not fix (4xx), or with nonsense.
+
+    ``code`` is the server's own code for the error (e.g. ``"not_found"``), so an app can tell
+    errors apart; it comes from the network, so it is taken only when it matches
+    ``[a-z][a-z0-9_]{0,63}``, and a code outside that grammar leaves the class's
+    ``"server_error"``. The client names what it found itself: ``"http_error"`` (an error status
+    whose body names no code), ``"bad_json"``, ``"too_large"`` and ``"redirect_failed"``.
+    ``status`` is the HTTP status.
+    """
 
     code = "server_error"
 
     def __init__(self, status: int, server_code: str, message: str) -> None:
-        super().__init__(f"HTTP {status} {server_code}: {message}")
-        self.status, self.server_code = status, server_code
+        accepted = SERVER_CODE.fullmatch(server_code) is not None
+        super().__init__(f"HTTP {status} {server_code if accepted else shown(server_code)}: {message}")
+        self.status = status
+        if accepted:
+            self.code = server_code
+
+    @property
+    def server_code(self) -> str:
+        """Deprecated: read :attr:`code`, which now holds the server's code (this was where it was
+        while ``code`` was always ``"server_error"``)."""
+        warnings.warn("ServerError.server_code is deprecated; read ServerError.code", DeprecationWarning,
+                      stacklevel=2)
+        return self.code
 
 
 class ShardCorrupt(EdgeError, CodecError):

@@ -49,11 +49,30 @@ def test_malformed_server_url_and_error_bodies():
         HttpTransport("not a url")
 
 
-def test_json_error_codes_are_kept(proxy):
+def test_the_servers_error_code_is_the_errors_code(proxy):
     transport = HttpTransport(proxy.url)
     with pytest.raises(ServerError) as err:
         transport.get("/v1/templates/Bad!/versions/1/manifest")
-    assert err.value.status == 400 and err.value.server_code == "invalid_template_id"
+    assert err.value.status == 400 and err.value.code == "invalid_template_id"
+    with pytest.deprecated_call():
+        assert err.value.server_code == "invalid_template_id"  # the old name still reads it
+
+
+@pytest.mark.parametrize("body, code", [
+    (b'{"code": "not_found", "message": "no such template"}', "not_found"),
+    (b'{"message": "no code"}', "http_error"),
+    (b"<html>busy</html>", "http_error"),
+    (b'{"code": "Not-Found"}', "server_error"),
+    (b'{"code": "a' + b"b" * 64 + b'"}', "server_error"),  # 65 characters: not cut to a valid 64
+    (b'{"code": "bad\\nline"}', "server_error"),
+    (b'{"code": ["not_found"]}', "server_error"),
+    (b'{"code": 404}', "server_error"),
+], ids=["valid", "none", "not-json", "outside-grammar", "too-long", "control", "a-list", "a-number"])
+def test_a_servers_code_outside_the_grammar_leaves_server_error(body, code):
+    from sakura.edge_client._http.responses import server_error
+
+    error = server_error(404, body)
+    assert error.status == 404 and error.code == code
 
 
 @pytest.mark.parametrize("body", [

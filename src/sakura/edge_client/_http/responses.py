@@ -147,6 +147,6 @@ def retry_after(headers: dict[str, str]) -> float | None:
 def server_error(status: int, body: bytes) -> ServerError:
     try:
         doc = json.loads(body[:MAX_ERROR_BODY])
-        return ServerError(status, str(doc.get("code", "http_error"))[:64], str(doc.get("message", ""))[:500])
+        return ServerError(status, str(doc.get("code", "http_error")), str(doc.get("message", ""))[:500])
     except (ValueError, AttributeError, RecursionError):
         return ServerError(status, "http_error", f"HTTP {status}")
