@@ -5,19 +5,23 @@
 
 A table sits between ``<!-- table: NAME -->`` and ``<!-- /table -->``; NAME is a key of
 :data:`TABLES`, whose function reads ``bench/out`` and returns the table's markdown, ending in a
-line that names its source JSON and the commit and command that wrote it. Every table of
+line that names its source JSON and the commit and command that wrote it, and says so where the
+code the JSON measured has changed since (``_provenance.changed_since``). Every table of
 :data:`TABLES` sits in exactly one of :data:`DOCS` (``--check`` fails on one that is in none).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from _provenance import changed_since, run_stamps
 
 from sakura.evaluation.regime import crossovers as crossings
 
@@ -37,18 +41,21 @@ def _source(*names: str) -> str:
     them (a file updated with ``--update`` holds parts of several runs, each part stamped)."""
     runs: dict[tuple[str, str], None] = {}
     for name in names:
-        for p in _runs(_load(name)):
+        for p in run_stamps(_load(name)):
             runs[(p.get("commit", "?")[:10], p.get("command", "?"))] = None
     files = ", ".join(f"`bench/out/{n}`" for n in names)
-    return f"\nFrom {files} ({'; '.join(f'commit {c}: `{cmd}`' for c, cmd in runs)}).\n"
+    changed = sorted({m for name in names for m in _changed(name)})
+    stale = (f" **Measured on older code**: {', '.join(f'`{m}`' for m in changed)} changed since; rerun "
+             "to refresh." if changed else "")
+    return f"\nFrom {files} ({'; '.join(f'commit {c}: `{cmd}`' for c, cmd in runs)}).{stale}\n"
 
 
-def _runs(data: dict) -> list[dict]:
-    """The provenance of each part of a bench JSON (regime maps, e2e workloads), else the file's."""
-    parts = [entry for profiles in data.get("maps", {}).values() for entry in profiles.values()]
-    parts += [w for w in data.get("workloads", {}).values() if isinstance(w, dict)]
-    stamped = [part["provenance"] for part in parts if "provenance" in part]
-    return stamped or [data.get("provenance", {})]
+@functools.cache
+def _changed(name: str) -> tuple[str, ...]:
+    """The modules a JSON's runs measured whose code has changed since (see ``changed_since``)."""
+    data = _load(name)
+    modules = data.get("provenance", {}).get("modules", [])
+    return tuple(sorted({m for run in run_stamps(data) for m in changed_since(run, modules)}))
 
 
 def _num(x: float | None, digits: int = 1) -> str:

@@ -5,6 +5,7 @@ fails here. Rewrite them with ``python bench/tables.py``. The tables sit on the 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -67,3 +68,51 @@ def test_a_table_edited_by_hand_is_caught(tables):
 def test_the_ranges_where_sakura_is_ahead_follow_every_crossing(tables, ratios, expected):
     entry = {"cold": {"rates_mbps": [1.0, 4.0, 16.0][:len(ratios)], "ratios": {"k": ratios}}}
     assert tables._winning_ranges(entry, "k") == expected
+
+
+@pytest.fixture
+def provenance_module():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import _provenance
+
+        yield _provenance
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+MODULES = ["sakura.evaluation.regime", "sakura.platform.retry"]
+
+
+def test_a_run_is_stale_in_exactly_the_modules_whose_code_changed(provenance_module):
+    stamp = provenance_module.provenance(*MODULES)
+    assert provenance_module.changed_since(stamp, MODULES) == []
+    edited = {**stamp, "code_digest": "0" * 64}  # the source changed: each module's code is compared
+    assert provenance_module.changed_since(edited, MODULES) == []  # (here only in "comments")
+    edited["module_digests"] = {**stamp["module_digests"], "sakura.platform.retry": "1" * 64}
+    assert provenance_module.changed_since(edited, MODULES) == ["sakura.platform.retry"]
+    unknown = {k: v for k, v in edited.items() if k != "module_digests"}  # nothing to compare with
+    assert provenance_module.changed_since(unknown, MODULES) == MODULES
+
+
+def test_comments_and_docstrings_are_not_code_but_a_changed_line_is(provenance_module):
+    code = provenance_module._without_docstrings
+    base = 'def f(x):\n    """Twice x."""\n    return 2 * x  # doubled\n'
+    assert code(base) == code('def f(x):\n    """Two times x, reworded."""\n\n    return 2*x\n')
+    assert code(base) != code('def f(x):\n    """Twice x."""\n    return 3 * x\n')
+
+
+def test_a_table_says_when_its_figures_were_measured_on_older_code(tables, provenance_module, tmp_path,
+                                                                    monkeypatch):
+    stamp = provenance_module.provenance(*MODULES)
+    stale = {**stamp, "code_digest": "0" * 64,
+             "module_digests": {**stamp["module_digests"], "sakura.evaluation.regime": "2" * 64}}
+    for name, prov in (("fresh.json", stamp), ("stale.json", stale)):
+        (tmp_path / name).write_text(json.dumps({"provenance": prov}))
+    monkeypatch.setattr(tables, "OUT", tmp_path)
+    tables._changed.cache_clear()
+    try:
+        assert "older code" not in tables._source("fresh.json")
+        assert "**Measured on older code**: `sakura.evaluation.regime` changed since" in tables._source("stale.json")
+    finally:
+        tables._changed.cache_clear()
