@@ -27,8 +27,14 @@ from sakura.evaluation.workloads import (
 from sakura.platform.codec import DEFAULT_LEVELS, V1_LEVELS, LevelSpec
 
 OUT = Path(__file__).resolve().parent / "out"
+#: The evaluation modules a simulated figure depends on: all but the pictures and the studies
+#: beyond the paper (energy, thermal, sustained sessions, the catalogue), which no such figure uses.
+_EVALUATION = tuple(f"sakura.evaluation.{m}" for m in (
+    "architectures", "block_costs", "cachegen", "calibration", "fidelity", "flops", "geometry", "oracle",
+    "profiles", "regime", "runs", "sequential", "sim_link", "sim_model", "simulator", "stages", "workload",
+    "workloads"))
 #: The code a simulated figure depends on (its provenance digest covers these).
-SIMULATED = ("sakura.evaluation", "sakura.edge_client.fetch_loop", "sakura.edge_client.late_download",
+SIMULATED = (*_EVALUATION, "sakura.edge_client.fetch_loop", "sakura.edge_client.late_download",
              "sakura.edge_client.planning",
              "sakura.edge_client.policy", "sakura.edge_client.estimator", "sakura.emulation.traces",
              "sakura.platform.codec", "sakura.platform.models.factored_cost")
