@@ -24,12 +24,13 @@ from sakura.edge_client._first_shard import FirstShard
 from sakura.edge_client._http.transport import MIN_USEFUL_RATE, HttpTransport
 from sakura.edge_client._http.urls import UrlPolicy
 from sakura.edge_client._link_meter import LinkMeter
+from sakura.edge_client._models import ModelLoads
 from sakura.edge_client._pipeline import EditPipeline
 from sakura.edge_client._shard_hashes import ShardHashes
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client._validation import MAX_EDIT_STEPS, accept_manifest, check_request
 from sakura.edge_client.device import Device
-from sakura.edge_client.errors import WrongModel, raises_edge_errors
+from sakura.edge_client.errors import EditCancelled, WrongModel, raises_edge_errors
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.link import Link
 from sakura.edge_client.planning import COMPUTE, encode_on_phone
@@ -113,9 +114,7 @@ class EdgeSession:
         self.device = device
         self.max_steps = max_steps
         self.encode_prompts = encode_prompts
-        self._load_model = models
-        self._models: dict[str, ModelAdapter] = {}
-        self._lock = threading.Lock()
+        self._models = ModelLoads(models)
 
     def __enter__(self) -> EdgeSession:
         return self
@@ -304,12 +303,11 @@ class EdgeSession:
         return got.data
 
     @raises_edge_errors
-    def model_for(self, ref: PhoneModel) -> ModelAdapter:
-        """The on-device model a manifest was built for; refuses a template built for another model."""
-        with self._lock:
-            adapter = self._models.get(ref.name)
-            if adapter is None:
-                adapter = self._models[ref.name] = self._load_model(ref.name)
+    def model_for(self, ref: PhoneModel, *, cancel: threading.Event | None = None) -> ModelAdapter:
+        """The on-device model a manifest was built for, loaded once per session (on a thread of
+        its own: a ``cancel`` set while it loads returns at once, and the load goes on for the
+        next edit); refuses a template built for another model."""
+        adapter = self._models.get(ref.name, cancel)
         if adapter.fingerprint != ref.fingerprint:
             raise WrongModel(f"template was built for model {ref.name} {ref.fingerprint[:12]}; "
                              f"this device has {adapter.fingerprint[:12]}")
@@ -337,10 +335,12 @@ class EdgeSession:
             manifest, bundled = self.preamble(template, version, images=computes, context=not self.encode_prompts,
                                               hashes=not computes, cancel=cancel)
             preamble_s = clock()
-            adapter = self.model_for(manifest.model)
+            adapter = self.model_for(manifest.model, cancel=cancel)
             model_load_s = clock() - preamble_s
             limits = accept_manifest(manifest, adapter, max_steps=self.max_steps)
             context, encode_s = self._edit_context(manifest, adapter, cancel, bundled)
+            if cancel is not None and cancel.is_set():  # after a prompt encoded here
+                raise EditCancelled("the edit was cancelled")
             request = EditRequest(fit_image(np.asarray(image), adapter.resolution), seed=seed)
             schedule = Schedule(manifest.schedule.steps, manifest.schedule.strength)
             if self.cache is not None:
@@ -400,7 +400,7 @@ class EdgeSession:
 
         return TemplateComputer(blocks, [s.key for s in manifest.shards], self.compute_model, manifest.model.name,
                                 pace=self.device.after_template if self.device is not None else None,
-                                prepare_s=prepare_s)
+                                prepare_s=prepare_s, cancel=cancel)
 
 
 

@@ -97,6 +97,8 @@ class StreamingKV:
     def __getitem__(self, key: ShardKey) -> KVShard:
         p = self.pipeline
         index = self._index[key]
+        if p.cancel.is_set():  # between two layers, even when every shard is ready
+            raise EditCancelled("the edit was cancelled")
         self._account_compute(index)
         asked = p.clock()
         with self.cond:  # from here the fetch stage no longer takes this shard back from the phone

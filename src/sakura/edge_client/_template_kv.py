@@ -8,10 +8,12 @@ blocks passed on the way, fetched already, is dropped). Each block is timed and 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 
 from sakura.edge_client._compute_model import ComputeModel
+from sakura.edge_client.errors import EditCancelled
 from sakura.platform.errors import ModelError
 from sakura.platform.kv import KVPair, ShardKey
 
@@ -23,11 +25,12 @@ class TemplateComputer:
 
     def __init__(self, start: Callable[[], Iterator[tuple[ShardKey, KVPair]]], keys: list[ShardKey],
                  compute_model: ComputeModel, model: str, pace: Callable[[float], None] | None = None,
-                 prepare_s: float = 0.0) -> None:
+                 prepare_s: float = 0.0, cancel: threading.Event | None = None) -> None:
         """``pace``: the device hook told each block's seconds (an emulated slower phone sleeps
         there). ``prepare_s``: the predicted seconds ``start`` takes (the planner adds them to the
-        first block until it has run)."""
+        first block until it has run). ``cancel``: the edit's, looked at before each block."""
         self._start, self._keys, self._pace, self._prepare_s = start, keys, pace, prepare_s
+        self._cancel = cancel
         self._blocks: Iterator[tuple[ShardKey, KVPair]] | None = None
         self.compute_model, self.model = compute_model, model
         self.frontier = 0
@@ -54,6 +57,8 @@ class TemplateComputer:
         if self._blocks is None:
             self._blocks = self._start()
         while True:
+            if self._cancel is not None and self._cancel.is_set():
+                raise EditCancelled("the edit was cancelled")
             started = time.perf_counter()
             key, pair = next(self._blocks)
             block = self.frontier
