@@ -9,7 +9,9 @@ are bounded: the fetcher is at most ``max_ahead`` encoded shards ahead of the de
 decoder at most ``max_ahead`` decoded shards ahead of the model, so memory stays bounded by the
 window, not the template.
 The first error of any stage stops every stage at once (downloads in flight are aborted by the
-transport's watchdog, nobody waits for them) and is raised to the caller; so is a cancel.
+transport's watchdog, nobody waits for them) and is raised to the caller; so is a cancel. Each
+stage tells the app's progress callback (:mod:`~sakura.edge_client._progress`) what it records
+in the timeline, on its own thread; what the callback raises is that stage's error.
 
 With a :class:`~sakura.edge_client._template_kv.TemplateComputer` the phone may compute shards
 itself, always a prefix: the fetch stage skips a shard the policy says to compute (``COMPUTE``),
@@ -36,6 +38,7 @@ from typing import TypeVar
 from sakura.edge_client._compute_model import ComputeModel
 from sakura.edge_client._fetcher import ShardFetcher
 from sakura.edge_client._http.deadlines import CancelFlag
+from sakura.edge_client._progress import ProgressCallback, ProgressTeller
 from sakura.edge_client._streaming_kv import POLL_S, StreamingKV
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client._validation import ShardLimits
@@ -87,6 +90,7 @@ class EditPipeline:
         max_in_flight: int = MAX_IN_FLIGHT,
         template: TemplateComputer | None = None,
         factored: bool = False,
+        on_progress: ProgressCallback | None = None,
     ) -> None:
         self.manifest, self.fetcher, self.policy, self.limits = manifest, fetcher, policy, limits
         self.estimator, self.compute_model, self.clock = estimator, compute_model, clock
@@ -112,6 +116,8 @@ class EditPipeline:
         self._encoded: queue.Queue[tuple[int, str, bytes]] = queue.Queue(maxsize=max_ahead)
         self.kv = StreamingKV(self, max_ahead)
         self.timeline = Timeline(policy.name, [ShardTiming(i, str(s.key)) for i, s in enumerate(manifest.shards)])
+        #: Tells the app each shard's steps as the stages record them in the timeline.
+        self.progress = ProgressTeller(on_progress, self.timeline, clock, self.stopped)
         levels = manifest.readable_levels()  # a level in a wire format this decoder lacks is never fetched
         if not levels:
             raise ConfigError(f"this app decodes none of the levels of {manifest.template_id} v{manifest.version} "
@@ -155,6 +161,7 @@ class EditPipeline:
             raise
         finally:
             self._stop.set()
+            self.progress.close()
             deadline = time.monotonic() + _JOIN_S
             for t in threads:
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -301,6 +308,7 @@ class EditPipeline:
                 timing.bytes += self.fetcher.received(index)
                 return index, COMPUTE, b""
             timing.level = level
+            self.progress.tell("fetched", index)
             return index, level, data
         finally:
             near_done.set()
@@ -369,6 +377,7 @@ class EditPipeline:
             seconds = time.perf_counter() - started
             self.compute_model.observe_decode(level, len(data), seconds)
             self.timeline.shards[index].decoded_at = self.clock()
+            self.progress.tell("decoded", index)
             self.kv.offer(index, pair)
 
     # -- bounded hand-offs ---------------------------------------------------------------

@@ -12,7 +12,6 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from sakura.edge_client._http.urls import UrlPolicy
 from sakura.edge_client._link_meter import LinkMeter
 from sakura.edge_client._models import ModelLoads
 from sakura.edge_client._pipeline import EditPipeline
+from sakura.edge_client._result import EditResult
 from sakura.edge_client._shard_hashes import ShardHashes
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client._validation import MAX_EDIT_STEPS, accept_manifest, check_request
@@ -33,9 +33,9 @@ from sakura.edge_client.device import Device
 from sakura.edge_client.errors import EditCancelled, WrongModel, raises_edge_errors
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.link import Link
-from sakura.edge_client.planning import COMPUTE, encode_on_phone
+from sakura.edge_client.planning import encode_on_phone
 from sakura.edge_client.policy import LevelPolicy, asks_first_shard, make_policy
-from sakura.edge_client.timeline import Timeline
+from sakura.edge_client.timeline import Progress
 from sakura.platform import http_api, layout
 from sakura.platform.context import decode_context
 from sakura.platform.ids import validate_template_id
@@ -60,22 +60,6 @@ DEFAULT_CACHE_BUDGET = 256 << 20
 MADE_SOURCE, MADE_CONTEXT = "made_source", "made_context"
 #: The name the phone keeps a version's shard hashes object under (``PhoneManifest.shard_hashes``).
 SHARD_HASHES = "shard_hashes"
-
-
-@dataclass(frozen=True)
-class EditResult:
-    image: np.ndarray  # HxWx3 floats in [0, 1]
-    timeline: Timeline
-    levels: list[str]  # per shard, in consumption order: the level fetched, or "compute"
-    bytes: int  # fetched over the network
-    latency_s: float  # from the call to the finished image
-    template: str
-    version: int
-
-    @property
-    def computed(self) -> list[int]:
-        """The shards the phone computed itself instead of fetching."""
-        return [i for i, level in enumerate(self.levels) if level == COMPUTE]
 
 
 class EdgeSession:
@@ -324,8 +308,34 @@ class EdgeSession:
         *,
         seed: int = 0,
         cancel: threading.Event | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
     ) -> EditResult:
-        """Edit ``image`` (HxWx3, uint8 or floats in [0, 1]) with a template from the server."""
+        """Edit a photo with a template from the server.
+
+        :param image: the photo, ``(H, W, 3)`` RGB, uint8 or floats in [0, 1], any size: it is
+            centre-cropped to a square and resized to the model's resolution.
+        :param template: the template's id.
+        :param version: a version number, or an alias the server resolves (``"latest"``).
+        :param policy: how each shard's level is chosen (:func:`~sakura.edge_client.policy.policy_names`),
+            or a :class:`~sakura.edge_client.policy.LevelPolicy`.
+        :param seed: the seed of the edit's noise: the same photo, template and seed give the same image.
+        :param cancel: set it, from any thread, to stop the edit: it raises
+            :class:`~sakura.edge_client.errors.EditCancelled` within a poll (tens of
+            milliseconds) wherever it is waiting (the network, the first edit's model load, which
+            goes on in the background for the next edit, a shard), or once the model's current
+            layer (or the template block it computes) is done. Encoding a prompt on the phone
+            (``encode_prompts``) and turning the final latent into the image are not interrupted.
+        :param on_progress: called with a :class:`~sakura.edge_client.timeline.Progress` each
+            time a shard is fetched, decoded or computed. It runs on the pipeline's threads (a
+            download's, the decoder's, or the caller's own for a computed shard), one call at a
+            time and never after ``edit`` has returned or raised, so it should be quick (hand the
+            event to the UI thread). If it raises, the edit stops as on any failure (downloads
+            aborted, nothing left half done: the session and its cache stay usable) and ``edit``
+            raises that exception.
+        :returns: the image and how the edit went.
+        :raises EdgeError: every failure of the edit (see :mod:`sakura.edge_client.errors`),
+            except what ``on_progress`` raised, which is raised as it is.
+        """
         origin = time.monotonic()
         clock = lambda: time.monotonic() - origin  # noqa: E731
         chosen = make_policy(policy) if isinstance(policy, str) else policy
@@ -350,7 +360,7 @@ class EdgeSession:
             template_kv = self._template_computer(chosen, adapter, manifest, context, schedule, cancel, bundled)
             pipeline = EditPipeline(manifest, fetcher, chosen, self.estimator, self.compute_model,
                                     limits=limits, clock=clock, cancel=cancel, device=self.device, template=template_kv,
-                                    factored=adapter.attends_factored)
+                                    factored=adapter.attends_factored, on_progress=on_progress)
             pipeline.timeline.manifest_s, pipeline.timeline.preamble_s = clock(), preamble_s
             pipeline.timeline.model_load_s, pipeline.timeline.precompute_s = model_load_s, encode_s
             try:
@@ -362,7 +372,7 @@ class EdgeSession:
         finally:
             if first is not None:
                 first.close()
-        result = adapter.latent_to_image(latent)
+        result = np.asarray(adapter.latent_to_image(latent), dtype=np.float32)  # what EditResult.image says
         timeline = pipeline.timeline
         timeline.compute_end = clock()
         return EditResult(result, timeline, timeline.levels, timeline.network_bytes, clock(), template,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from sakura.edge_client._compute_model import ComputeModel
+from sakura.edge_client._progress import ProgressTeller
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client.device import Device
 from sakura.edge_client.errors import EditCancelled
@@ -38,6 +39,7 @@ class Pipeline(Protocol):
     compute_model: ComputeModel
     device: Device
     model: str
+    progress: ProgressTeller
 
     @property
     def error(self) -> BaseException | None:
@@ -155,6 +157,7 @@ class StreamingKV:
         timing = p.timeline.shards[index]
         timing.level, timing.source, timing.consumed_at, timing.decoded_at = COMPUTE, "computed", got, got
         self._last = (index, got)
+        p.progress.tell("computed", index)
         return pair
 
     def _account_compute(self, index: int) -> None:

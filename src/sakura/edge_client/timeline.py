@@ -1,33 +1,66 @@
 """What happened during one edit: per shard its level, bytes and stage times, and every stall.
 
-All times are seconds since the edit began. The live pipeline records it as the edit runs; the
-end-to-end simulator (:mod:`sakura.evaluation.simulator`) fills the same record for its edits.
+All times are seconds since the edit began (``EdgeSession.edit`` was called). The live pipeline
+records it as the edit runs, and :class:`Progress` events tell an app about it while it does
+(``EdgeSession.edit(on_progress=...)``); the end-to-end simulator
+(:mod:`sakura.evaluation.simulator`) fills the same record for its edits.
+
+A shard is the template KV of one attention layer (at one denoising step, for models whose
+template KV depends on the step), fetched at one of the template's *levels* (e.g. ``"full"``,
+``"compact"``: the same KV, compressed more or less) or computed on the phone (``"compute"``).
+Shards are numbered in the order the model reads them.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+__all__ = ["Progress", "ProgressKind", "ShardTiming", "Stall", "Timeline"]
+
+ProgressKind = Literal["fetched", "decoded", "computed"]
+"""What happened to a shard, as a :class:`Progress` event says."""
 
 
 @dataclass
 class ShardTiming:
+    """One shard's record: where its KV came from, at what level and cost, and when each stage
+    of the pipeline had it. A time is ``None`` where the stage never happened (a computed shard
+    has no download; a cached one has no request)."""
+
     index: int
-    shard: str = ""  # the ShardKey, e.g. "s*/l3" (empty in simulated edits)
+    """Its position in the order the model reads the shards (``EditResult.levels[index]``)."""
+    shard: str = ""
+    """Which KV it is: ``"s<step>/l<layer>"``, ``s*`` for a model whose template KV holds for
+    every step, e.g. ``"s*/l3"`` (empty in simulated edits)."""
     level: str = ""
-    bytes: int = 0  # bytes fetched over the network for it (abandoned attempts included)
-    source: str = "network"  # or "cache", or "computed": the phone computed its KV instead
+    """The level its KV came at (``"compute"``: the phone computed it; ``""``: not yet known)."""
+    bytes: int = 0
+    """Bytes fetched over the network for it, abandoned attempts included (0 from the cache)."""
+    source: str = "network"
+    """``"network"``, ``"cache"`` (kept on the phone from an earlier edit) or ``"computed"``."""
     chosen_at: float | None = None
-    requested_at: float | None = None  # of the first attempt
-    first_byte_at: float | None = None  # of the attempt that completed
+    """When the fetch stage chose its level and asked for it."""
+    requested_at: float | None = None
+    """When its first download attempt was sent."""
+    first_byte_at: float | None = None
+    """When the first byte of the attempt that completed arrived."""
     arrived_at: float | None = None
+    """When its bytes were all in and verified (from the network or the cache)."""
     decode_started_at: float | None = None
+    """When the decoder started on it."""
     decoded_at: float | None = None
-    needed_at: float | None = None  # when the compute stage asked for it
+    """When its KV was ready for the model (decoded, or computed)."""
+    needed_at: float | None = None
+    """When the model asked for it (it stalled from here until ``consumed_at`` if it was not ready)."""
     consumed_at: float | None = None
+    """When the model had it."""
     attempts: int = 0
+    """Download attempts (a retry after a dropped connection is another)."""
     abandoned: list[str] = field(default_factory=list)
-    #: Left to the phone first, then fetched after all: the link proved faster than planned.
+    """The levels whose downloads were abandoned for a smaller level, running late."""
     taken_back: bool = False
+    """Left to the phone first, then fetched after all: the link proved faster than planned."""
 
     @property
     def computed(self) -> bool:
@@ -37,34 +70,51 @@ class ShardTiming:
 
 @dataclass(frozen=True)
 class Stall:
-    """The compute stage waited from ``start`` to ``end`` for shard ``shard``."""
+    """The model waited from ``start`` to ``end`` for shard ``shard`` (its KV was not ready)."""
 
     shard: int
+    """The shard's index."""
     start: float
+    """When the model asked for it."""
     end: float
+    """When it had it (or gave up on the download and computed it)."""
 
     @property
     def seconds(self) -> float:
+        """How long the model waited."""
         return self.end - self.start
 
 
 @dataclass
 class Timeline:
-    policy: str  # the level policy (live), or the simulated system
+    """The record of one edit (``EditResult.timeline``): where the time went, shard by shard.
+
+    ``summary()`` gives the headline numbers, ``to_dict()`` all of it, as JSON-ready dicts.
+    """
+
+    policy: str
+    """The level policy that chose the levels (live), or the simulated system."""
     shards: list[ShardTiming]
+    """One record per shard, in the order the model reads them."""
     stalls: list[Stall] = field(default_factory=list)
-    manifest_s: float = 0.0  # when the pipeline started: manifest, model and context objects ready
-    preamble_s: float = 0.0  # when the preamble response (manifest and objects) had arrived
-    #: Its bytes and those of the other objects the edit fetched besides shards (prompt embeddings,
-    #: shard hashes), where known (the simulator; 0 live).
+    """Every wait of the model for a shard, in order."""
+    manifest_s: float = 0.0
+    """When the pipeline started: manifest, model and context objects ready."""
+    preamble_s: float = 0.0
+    """When the preamble response (the manifest and the objects bundled with it) had arrived."""
     preamble_bytes: int = 0
-    model_load_s: float = 0.0  # of manifest_s, spent loading the on-device model (0 once loaded)
+    """Its bytes and those of the other objects the edit fetched besides shards (prompt
+    embeddings, shard hashes), where known (the simulator; 0 live)."""
+    model_load_s: float = 0.0
+    """Of ``manifest_s``, the seconds spent loading the on-device model (0 once it is loaded)."""
     compute_start: float = 0.0
+    """When the model started its passes (and the shards began to stream)."""
     compute_end: float = 0.0
-    #: Seconds the phone computed before ``compute_start``: template KV (CacheGen's text fallback) or
-    #: the prompt's embeddings through its own text encoder; what it computes between
-    #: ``compute_start`` and ``compute_end`` is not in it.
+    """When the finished image was ready: the edit's latency."""
     precompute_s: float = 0.0
+    """Seconds the phone computed before ``compute_start``: template KV (CacheGen's text
+    fallback) or the prompt's embeddings through its own text encoder; what it computes between
+    ``compute_start`` and ``compute_end`` is not in it."""
 
     @property
     def latency_s(self) -> float:
@@ -73,14 +123,17 @@ class Timeline:
 
     @property
     def stall_s(self) -> float:
+        """Seconds the model waited for shards, in all."""
         return sum((s.seconds for s in self.stalls), 0.0)
 
     @property
     def network_bytes(self) -> int:
+        """Bytes of shards fetched over the network (``EditResult.bytes``)."""
         return sum(s.bytes for s in self.shards)
 
     @property
     def levels(self) -> list[str]:
+        """Per shard, the level its KV came at, or ``"compute"`` (``EditResult.levels``)."""
         return [s.level for s in self.shards]
 
     def link_gaps(self, first_read_bytes: int = 0) -> list[float]:
@@ -99,6 +152,7 @@ class Timeline:
         return gaps
 
     def summary(self) -> dict:
+        """The headline numbers: latency, its parts, stalls, bytes, and how many shards came at each level."""
         counts: dict[str, int] = {}
         for s in self.shards:
             counts[s.level] = counts.get(s.level, 0) + 1
@@ -118,6 +172,35 @@ class Timeline:
         }
 
     def to_dict(self) -> dict:
+        """:meth:`summary` with every shard's record and every stall."""
         return {**self.summary(), "shards": [asdict(s) for s in self.shards],
                 "stall_list": [asdict(s) for s in self.stalls],
                 "compute_start": self.compute_start, "compute_end": self.compute_end}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step of one shard through the edit, told to ``EdgeSession.edit(on_progress=...)``
+    as it happens (the same facts :class:`ShardTiming` records).
+
+    Every shard is ``"fetched"`` and then ``"decoded"``, or ``"computed"``; the model can use a
+    shard once it is decoded or computed, so ``shards`` of those make a whole edit. A download
+    the phone gave up on for computing the shard may still end, so a computed shard can also be
+    fetched and decoded, in any order: count each ``shard`` once.
+    """
+
+    kind: ProgressKind
+    """``"fetched"``: its bytes are in and verified (from the network or the cache);
+    ``"decoded"``: its KV is ready for the model; ``"computed"``: the phone computed its KV."""
+    shard: int
+    """The shard's index, in the order the model reads them (``ShardTiming.index``)."""
+    shards: int
+    """How many shards the edit has."""
+    level: str
+    """The level fetched or decoded, or ``"compute"``."""
+    source: str
+    """``"network"``, ``"cache"`` or ``"computed"`` (``ShardTiming.source``)."""
+    bytes: int
+    """Bytes fetched over the network for this shard so far (``ShardTiming.bytes``)."""
+    at: float
+    """Seconds since the edit began."""

@@ -38,6 +38,16 @@ def test_every_shard_at_full_reproduces_the_exact_kv_output(api, reference_model
     assert result.bytes == sum(s.bytes for s in t.shards) > 0 and result.latency_s >= t.compute_end - 1e-6
 
 
+def test_the_image_is_the_models_resolution_in_float32_rgb_in_0_1_whatever_the_photo(api, reference_model):
+    """What EditResult.image documents: a 400x600 uint8 photo edits to (R, R, 3) float32 in [0, 1]."""
+    photo = load_image(PHOTO)
+    assert photo.shape[:2] != (reference_model.resolution,) * 2 and photo.dtype == np.uint8
+    with EdgeSession(api.url, models=lambda _: reference_model) as session:
+        image = session.edit(photo, "portrait", policy="fixed-full").image
+    assert image.shape == (reference_model.resolution, reference_model.resolution, 3) == (32, 32, 3)
+    assert image.dtype == np.float32 and 0.0 <= image.min() <= image.max() <= 1.0
+
+
 def test_compact_edit_differs_but_stays_close(api, reference_model):
     with EdgeSession(api.url, models=lambda _: reference_model) as session:
         compact = session.edit(load_image(PHOTO), "portrait", policy="fixed-compact")
@@ -154,7 +164,7 @@ def test_unknown_template_and_bad_versions_are_typed_errors(api, reference_model
     with EdgeSession(api.url, models=lambda _: reference_model) as session:
         with pytest.raises(ServerError) as err:
             session.edit(load_image(PHOTO), "no-such-template")
-        assert err.value.status == 404
+        assert err.value.status == 404 and err.value.code == "unknown_template"  # the server's code
         for bad in ("../x", "0", -1, True):
             with pytest.raises(InvalidName) as err:
                 session.edit(load_image(PHOTO), "portrait", version=bad)
