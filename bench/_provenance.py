@@ -20,7 +20,8 @@ def provenance(*modules: str) -> dict:
     """Provenance of a run measuring ``modules`` (dotted names; a package counts with every module in it)."""
     return {
         "commit": _git("rev-parse", "HEAD"),
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        # other benches' outputs being rewritten beside this run do not make its code dirty
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/out")),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python", *(_relative(a) for a in sys.argv)]),
         "modules": list(modules),
