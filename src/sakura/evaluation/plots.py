@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from sakura.edge_client.timeline import Timeline
+from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.simulator import SYSTEMS, EditSimulator
 
 LEVEL_COLOURS = {"compact": "#8ecae6", "medium": "#219ebc", "full": "#023047",
@@ -37,7 +38,7 @@ def write_plots(out: Path, runs: dict, examples: dict) -> list[Path]:
         edits = {name: sim.run(name) for name in ("sakura", "cachegen")}
         title = f"{family}: {ex['trace'].name} at {ex['start']:.0f} s"
         written.append(gantt(out / f"timeline-{family}.png", edits, title))
-        written.append(bandwidth(out / f"bandwidth-{family}.png", sim, edits["sakura"], family))
+        written.append(bandwidth(out / f"bandwidth-{family}.png", sim.trace, sim.start, edits["sakura"], family))
     return written
 
 
@@ -98,17 +99,22 @@ COMPUTE_COLOURS = {"model computing": "#6a994e", "template KV computed on the ph
                    "stalled (waiting for a shard)": "#d62828"}
 #: The request row: a request from its sending to its first byte (a round trip and the server's time).
 REQUEST_COLOUR, REQUEST_LABEL = "#bbbbbb", "request in flight (round trip)"
+#: The fetch row before the pipeline starts: the manifest (and what comes bundled with it).
+PREAMBLE_COLOUR, PREAMBLE_LABEL = "#e9c46a", "manifest (preamble: fetched before any shard)"
 
 
 def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
     """Per edit (live or simulated), each stage's work over time: requests in flight on their own
     row (so a request sent while the previous response streams stays visible beside it), the
-    transfer and decode of each fetched shard in its level's colour (hatched: left to the phone
-    first, then taken back), and on the compute row the model's work, the template KV the phone
-    computed, and stalls."""
+    manifest's download and the transfer and decode of each fetched shard in its level's colour
+    (hatched: left to the phone first, then taken back), and on the compute row the model's work,
+    the template KV the phone computed, and stalls."""
     plt = _pyplot()
-    fig, axes = plt.subplots(len(edits), 1, figsize=(10, 2.8 * len(edits)), sharex=True, squeeze=False)
+    height = 2.8 * len(edits) + 0.5  # the legend below the panels, clear of every bar
+    fig, axes = plt.subplots(len(edits), 1, figsize=(10, height), sharex=True, squeeze=False)
     for ax, (name, edit) in zip(axes[:, 0], edits.items()):
+        if edit.preamble_s > 0:
+            ax.barh(2, edit.preamble_s, left=0.0, color=PREAMBLE_COLOUR, height=0.6, edgecolor="white")
         for s in edit.shards:
             colour = LEVEL_COLOURS.get(s.level, "#888888")
             if s.requested_at is not None and s.first_byte_at is not None and s.arrived_at is not None:
@@ -118,7 +124,7 @@ def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
                         edgecolor="white", hatch="//" if s.taken_back else None)
             if s.decode_started_at is not None and s.decoded_at is not None:
                 ax.barh(1, max(s.decoded_at - s.decode_started_at, 1e-3), left=s.decode_started_at, color=colour,
-                        height=0.6)
+                        height=0.6, edgecolor=colour, linewidth=1.0)  # a millisecond's decode still shows
         _compute_row(ax, edit)
         ax.set_yticks([0, 1, 2, 3], ["compute", "decode", "fetch", "request"])
         computed, taken = sum(s.computed for s in edit.shards), sum(s.taken_back for s in edit.shards)
@@ -129,19 +135,20 @@ def gantt(path: Path, edits: dict[str, Timeline], title: str) -> Path:
     axes[-1, 0].set_xlabel("seconds since the edit began (request: sent until its first byte)")
     colours = legend(edits)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
-    axes[0, 0].legend(handles, list(colours), fontsize=7, ncol=3, loc="upper right")
+    fig.legend(handles, list(colours), fontsize=7, ncol=3, loc="lower center", frameon=False)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.5 / height, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
 def legend(edits: dict[str, Timeline]) -> dict[str, str]:
-    """Label -> colour of every kind of box the timeline draws: the request row, the levels these
-    edits used (no others), and the compute row's three."""
+    """Label -> colour of every kind of box the timeline draws: the request row, the manifest
+    where an edit fetched one, the levels these edits used (no others), and the compute row's three."""
     used = {s.level for edit in edits.values() for s in edit.shards if not s.computed}
-    return {REQUEST_LABEL: REQUEST_COLOUR,
+    preamble = {PREAMBLE_LABEL: PREAMBLE_COLOUR} if any(edit.preamble_s > 0 for edit in edits.values()) else {}
+    return {REQUEST_LABEL: REQUEST_COLOUR, **preamble,
             **{f"{level} (fetch, decode)": c for level, c in LEVEL_COLOURS.items() if level in used},
             **COMPUTE_COLOURS}
 
@@ -162,26 +169,49 @@ def _compute_row(ax, edit: Timeline) -> None:
         ax.barh(0, stall.seconds, left=stall.start, color=COMPUTE_COLOURS["stalled (waiting for a shard)"], height=0.6)
 
 
-def bandwidth(path: Path, sim: EditSimulator, edit: Timeline, subject: str) -> Path:
-    """The trace's bandwidth over the edit, each shard's transfer shaded in its level's colour;
-    ``subject`` says whose edit it is (a template, a trace family)."""
+def bandwidth(path: Path, trace: BandwidthTrace, start: float, edit: Timeline, subject: str) -> Path:
+    """The link's rate (``trace`` from ``start`` seconds in) over the edit, and where each shard's
+    KV came from, on two rows above it: the shards fetched (each over its transfer, in its level's
+    colour, the link's rate under it shaded alike) and those the phone computed (purple, over its
+    computing), each marked with its index; ``subject`` says whose edit it is."""
     plt = _pyplot()
-    horizon = max(edit.latency_s * 1.2, 1.0)
+    horizon = max(edit.latency_s * 1.05, 1e-3)
     t = np.linspace(0, horizon, 400)
-    rate = [sim.trace.rate_at(sim.start + x) for x in t]
-    fig, ax = plt.subplots(figsize=(10, 3))
-    ax.step(t, rate, where="post", color="#333333", label=f"bandwidth ({sim.trace.name})")
-    top = max(max(rate), 1e-3)
+    rate = np.array([trace.rate_at(start + x) for x in t])
+    unit, per_mbps = ("Mbit/s", 1.0) if rate.max(initial=0.0) >= 1.0 else ("kbit/s", 1e3)
+    rate = rate * per_mbps
+    top = max(float(rate.max(initial=0.0)), 1e-6)
+    rows = {"fetched": top * 1.33, "computed": top * 1.12}  # each row's centre
+    height = top * 0.16
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    ax.step(t, rate, where="post", color="#333333", label=f"link rate ({trace.name})")
+    if edit.preamble_s > 0:
+        ax.axvspan(0.0, edit.preamble_s, ymax=1 / 1.5, color=PREAMBLE_COLOUR, alpha=0.5, label=PREAMBLE_LABEL)
+    labelled: set[str] = set()
     for s in edit.shards:
-        if s.first_byte_at is None or s.arrived_at is None:
+        if s.computed:
+            a, b, row, label = s.needed_at, s.consumed_at, "computed", "computed on the phone"
+            colour = COMPUTE_COLOURS["template KV computed on the phone"]
+        else:
+            a, b, row, colour = s.first_byte_at, s.arrived_at, "fetched", LEVEL_COLOURS.get(s.level, "#888888")
+            label = f"{s.level} (fetched)"
+            if a is not None and b is not None:
+                ax.fill_between([a, b], 0, top, step=None, color=colour, alpha=0.25, linewidth=0)
+        if a is None or b is None:
             continue
-        ax.axvspan(s.first_byte_at, s.arrived_at, color=LEVEL_COLOURS.get(s.level, "#888888"), alpha=0.5)
-        ax.text((s.first_byte_at + s.arrived_at) / 2, top * 1.02, f"{s.index}:{s.level[0]}", ha="center", fontsize=7)
+        ax.barh(rows[row], max(b - a, horizon * 2e-3), left=a, height=height, color=colour, edgecolor="white",
+                label=None if label in labelled else label)
+        labelled.add(label)
+        ax.text((a + b) / 2, rows[row], str(s.index), ha="center", va="center", fontsize=7,
+                color="white" if row == "computed" or s.level == "full" else "black")
+    for row, y in rows.items():
+        ax.text(horizon, y, f" {row}", ha="left", va="center", fontsize=8, clip_on=False)
+    ax.set_xlim(0, horizon)
+    ax.set_ylim(0, top * 1.5)
     ax.set_xlabel("seconds since the edit began")
-    ax.set_ylabel("Mbit/s")
-    ax.set_ylim(0, top * 1.15)
-    ax.set_title(f"{subject} over {sim.trace.name}: the level chosen for each shard while its bytes flow "
-                 "(index:level, c/m/f = compact/medium/full)", fontsize=9)
+    ax.set_ylabel(f"link rate ({unit})")
+    ax.set_title(f"{subject}\nthe link's rate, and each block's KV (its index): fetched at a level, or computed on "
+                 "the phone", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
