@@ -40,20 +40,6 @@ test-integration: $(STAMP)
 test-cluster: $(STAMP)
 	$(PY) -m pytest -q -m cluster tests/integration --durations=5
 
-# What .ci/run runs: two lanes side by side, each in order. Everything that starts Ray (integration
-# then the kill tests) stays in one lane, so no two Ray clusters overlap (the demo's test checks it
-# leaves none behind); the unit tests and lint share the other.
-ci: $(STAMP)
-	$(MAKE) --no-print-directory -j2 --output-sync=recurse ci-unit ci-ray
-
-ci-unit: $(STAMP)
-	$(MAKE) --no-print-directory test-unit
-	$(MAKE) --no-print-directory lint
-
-ci-ray: $(STAMP)
-	$(MAKE) --no-print-directory test-integration
-	$(MAKE) --no-print-directory test-cluster
-
 # ruff (style, imports, likely bugs) and mypy (types) over the package, tests and benchmarks, and
 # the documentation site built strictly (a broken link or docstring fails it).
 lint: $(STAMP) docs

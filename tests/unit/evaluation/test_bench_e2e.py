@@ -51,15 +51,9 @@ def test_e2e_writes_every_figure_the_issue_names(tmp_path, e2e):
         assert set(report["ratios"][family]) >= {"cachegen_over_sakura", "ondevice_over_sakura", "sakura_over_oracle"}
         assert set(report["ondevice_by_token_ratio"][family]) == {"1", "2", "4"}
     assert report["families"]["overall"]["full-sequential"]["psnr_db"] == 100.0
-    overall = report["families"]["overall"]
-    # the oracle knows the future but only fetches: it bounds the fetch-only client, not the hybrid
-    assert overall["sakura-fetch-only"]["median_s"] >= 0.99 * overall["oracle"]["median_s"]
-    # never slower than the phone alone (once the template's small objects are on the phone: cold, the
-    # hybrid pays the manifest's round trip the stock pipeline does not) nor than fetching alone
-    assert overall["sakura"]["median_s"] <= 1.05 * overall["sakura-fetch-only"]["median_s"]
-    warm = report["warm"]["families"]["overall"]
-    assert warm["sakura"]["median_s"] <= 1.05 * min(warm[s]["median_s"] for s in
-                                                    ("on-device", "on-device-prepared", "sakura-fetch-only"))
+    # How the systems compare is the simulator's to test, over pinned geometry (test_simulator,
+    # test_baselines, test_per_step_hybrid): here the geometry is this machine's, measured live, and
+    # a loaded machine distorts it (a template pass measured at 0 s), so only the layout is checked.
     assert {p.name for p in plots.iterdir()} >= {"latency-cdf.png", "timeline-norway-hsdpa.png",
                                                  "bandwidth-lumos-5g.png"}
 
