@@ -22,11 +22,11 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(VENV)/bin/sakura demo --out demo-out
 
-# The suite in two halves side by side: tests/unit (no Ray, mostly CPU) and tests/integration (Ray,
-# Serve and S3 servers: mostly waiting on them), so the two cores both work. Each half's output is
-# printed whole when it ends; either failing fails the target.
+# The suite, unit and integration tests in one run. (Its halves, `make test-unit` and `make
+# test-integration`, side by side would use both cores, but some edge-client tests still judge a
+# live link against this machine's compute and flaked under that load: issue 36.)
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j2 --output-sync=recurse test-unit test-integration
+	$(PY) -m pytest -q -m "not cluster" --durations=15
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q -m "not cluster" tests/unit --durations=10
