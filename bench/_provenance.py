@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,16 +106,17 @@ def _files_at(module: str, commit: str) -> dict[str, str]:
 
 def _source_digest(files: dict[str, str]) -> str:
     """:func:`code_digest` of these files (path -> text)."""
-    h = hashlib.sha256()
-    for path in sorted(files, key=Path):
-        h.update(path.encode() + b"\0" + files[path].encode())
-    return h.hexdigest()
+    return _digest(files, lambda text: text)
 
 
 def _code_digest(files: dict[str, str]) -> str:
+    return _digest(files, _without_docstrings)
+
+
+def _digest(files: dict[str, str], content: Callable[[str], str]) -> str:
     h = hashlib.sha256()
     for path in sorted(files, key=Path):
-        h.update(path.encode() + b"\0" + _without_docstrings(files[path]).encode())
+        h.update(path.encode() + b"\0" + content(files[path]).encode())
     return h.hexdigest()
 
 

@@ -5,6 +5,7 @@ fails here. Rewrite them with ``python bench/tables.py``. The tables sit on the 
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -20,16 +21,19 @@ def _docs_with_tables() -> list[str]:
     return [doc.relative_to(ROOT).as_posix() for doc in docs if "<!-- table: " in doc.read_text()]
 
 
-@pytest.fixture(scope="module")
-def tables():
+def _bench_module(name: str):
+    """A module of ``bench/`` (imported as the benches import each other), forgotten afterwards."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        import tables
-
-        yield tables
+        yield importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "bench"))
-        sys.modules.pop("tables", None)
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture(scope="module")
+def tables():
+    yield from _bench_module("tables")
 
 
 @pytest.mark.parametrize("doc", _docs_with_tables())
@@ -72,13 +76,7 @@ def test_the_ranges_where_sakura_is_ahead_follow_every_crossing(tables, ratios, 
 
 @pytest.fixture
 def provenance_module():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import _provenance
-
-        yield _provenance
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    yield from _bench_module("_provenance")
 
 
 MODULES = ["sakura.evaluation.regime", "sakura.platform.retry"]
