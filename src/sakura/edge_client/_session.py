@@ -416,9 +416,9 @@ class EdgeSession:
 
 def _manifest_length(header: str | None, body_length: int) -> int:
     """The manifest's length in a preamble response, checked against the body and the manifest limit."""
-    if header is None or not header.isdigit() or len(header) > 9:
+    length = layout.parse_number(header, max_digits=9)  # not str.isdigit(): it takes a superscript 2, int() not
+    if length is None:
         raise ManifestError(f"preamble response without a valid {http_api.PREAMBLE_MANIFEST_LENGTH} header")
-    length = int(header)
     if not 0 < length <= min(body_length, MAX_MANIFEST_BYTES):
         raise ManifestError(f"preamble response claims a {length}-byte manifest in a {body_length}-byte body")
     return length
