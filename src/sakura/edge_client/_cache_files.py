@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import math
 import os
 import time
 import zipfile
@@ -163,9 +164,32 @@ def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
 
 
 def unpack_arrays(data: bytes) -> dict[str, np.ndarray] | None:
-    """What :func:`pack_arrays` wrote, or None (never a pickled object); the model checks the shapes."""
+    """What :func:`pack_arrays` wrote, or None: only stored (uncompressed) ``.npy`` members of numeric
+    arrays, each header checked against the bytes that follow it before anything is allocated, so
+    nothing larger than ``data`` ever is (never a pickled object); the model checks the shapes."""
+    arrays: dict[str, np.ndarray] = {}
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
-            return {name: arrays[name] for name in arrays.files}
-    except (ValueError, OSError, zipfile.BadZipFile):
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for info in archive.infolist():
+                name = info.filename.removesuffix(".npy")
+                if (name == info.filename or name in arrays or info.compress_type != zipfile.ZIP_STORED
+                        or info.flag_bits & 1 or info.file_size > len(data)):  # bit 0: encrypted
+                    return None
+                arrays[name] = _npy(archive.read(info))
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile):
         return None
+    return arrays
+
+
+def _npy(raw: bytes) -> np.ndarray:
+    """One ``.npy`` file of numbers; ValueError unless its header declares exactly the bytes after it."""
+    stream = io.BytesIO(raw)
+    version = np.lib.format.read_magic(stream)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f"unsupported .npy version {version}")
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(stream)
+    if dtype.kind not in "biufc" or math.prod(shape) * dtype.itemsize != len(raw) - stream.tell():
+        raise ValueError(f"a .npy header declaring {dtype} {shape} over {len(raw) - stream.tell()} bytes")
+    stream.seek(0)
+    return np.lib.format.read_array(stream, allow_pickle=False)
