@@ -148,8 +148,9 @@ class TemplateLibrary:
     def template_page(self, after: str | None = None, limit: int = 100) -> tuple[list[str], str | None]:
         """Up to ``limit`` template ids after ``after`` in catalogue order (the store's folder
         order), published or not; and the id the next page starts after (None: this was the last).
-        One listing of at most ``limit + 1`` folders, whatever the catalogue's size."""
-        names = self.store.list_folders("templates/", after=after or "", limit=limit + 1)
+        One listing of at most ``limit + 1`` folders (and one more per as many a key cannot name),
+        whatever the catalogue's size."""
+        names = self.store.key_folders("templates/", after=after or "", limit=limit + 1)
         ids = [n for n in names[:limit] if is_template_id(n)]
         return ids, (names[limit - 1] if len(names) > limit else None)
 

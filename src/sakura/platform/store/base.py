@@ -131,6 +131,18 @@ class ObjectStore(abc.ABC):
                 names.add(name)
         return sorted(names, key=folder_key)[:limit]
 
+    def key_folders(self, prefix: str, *, after: str = "", limit: int = 1000) -> Sequence[str]:
+        """:meth:`list_folders` without the folders no key can name (another tool's: nothing in one
+        can be read, and a page that ended at one could hand out no cursor), listing on past them:
+        one listing more per ``limit`` of those."""
+        names: list[str] = []
+        while True:
+            listed = self.list_folders(prefix, after=after, limit=limit)
+            names += [n for n in listed if _SEGMENT.fullmatch(n)]
+            if len(names) >= limit or len(listed) < limit:
+                return names[:limit]
+            after = listed[-1]
+
     @abc.abstractmethod
     def delete(self, key: str) -> None:
         """Delete if present (deleting a missing key is not an error)."""
