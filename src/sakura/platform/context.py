@@ -14,6 +14,8 @@ Decoding never allocates more than the shape the caller checked against its mode
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Callable
 from typing import Literal
 
@@ -25,7 +27,7 @@ from sakura.platform.codec.container import SECTION, compress
 from sakura.platform.codec.format_v2 import LowRankHeader, TensorHeader, write_payload
 from sakura.platform.codec.lowrank import TensorCode, fit, quantise
 from sakura.platform.codec.transform import LADDER
-from sakura.platform.errors import CodecError, SakuraError
+from sakura.platform.errors import CodecError, SakuraError, shown
 
 CONTEXT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
 ContextDtype = Literal["float32", "float16"]
@@ -58,7 +60,7 @@ def max_encoded_bytes(shape: tuple[int, ...], dtype: str, encoding: str = ZSTD) 
     coded one: the largest version 2 payload of its shape)."""
     if encoding == LOWRANK and len(shape) == 2:
         return max_payload_bytes((1, *shape), np.dtype(dtype))
-    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    size = math.prod(shape) * np.dtype(dtype).itemsize  # not np.prod: int64 wraps to 0 at 2**64
     return size + (size >> 8) + ((((128 << 10) - size) >> 11) if size < (128 << 10) else 0) + 18
 
 
@@ -70,7 +72,9 @@ def decode_context(data: bytes, shape: tuple[int, ...], dtype: str, encoding: st
         return _decode_coded(data, shape, dtype)
     if encoding != ZSTD:
         raise ContextError(f"unknown context encoding {encoding!r}")
-    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    size = math.prod(shape) * np.dtype(dtype).itemsize
+    if not 1 <= len(shape) <= 4 or min(shape) < 1 or size >= sys.maxsize:
+        raise ContextError(f"a context object is an array of 1-4 positive dims, not {shown(tuple(shape))}")
     try:
         reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=False)
         raw = reader.read(size + 1)
