@@ -37,13 +37,22 @@ from typing import TypeVar
 
 from sakura.edge_client._compute_model import ComputeModel
 from sakura.edge_client._fetcher import ShardFetcher
-from sakura.edge_client._http.deadlines import CancelFlag
+from sakura.edge_client._http.deadlines import EitherFlag
 from sakura.edge_client._progress import ProgressCallback, ProgressTeller
 from sakura.edge_client._streaming_kv import POLL_S, StreamingKV
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client._validation import ShardLimits
 from sakura.edge_client.device import Device
-from sakura.edge_client.errors import ConfigError, EdgeError, EditCancelled, PolicyError
+from sakura.edge_client.errors import (
+    ConfigError,
+    EdgeError,
+    EditCancelled,
+    PolicyError,
+    RedirectError,
+    ServerError,
+    ShardCorrupt,
+    TransportError,
+)
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetch_loop import FETCH, FetchLoop
 from sakura.edge_client.late_download import Waiting, fetch_due
@@ -64,6 +73,9 @@ from sakura.platform.errors import CodecError
 from sakura.platform.manifest import PhoneManifest
 
 T = TypeVar("T")
+#: What a download fails with when the link or the server lets the edit down (not a cancel, a
+#: closed session or a bug): a phone that can compute the shard does so instead.
+_LET_DOWN = (TransportError, ServerError, ShardCorrupt, RedirectError)
 #: How long ``run`` waits for its stage threads once it is done; they are daemons that stop on
 #: their own (downloads are aborted, a decode finishes), so a cancel is never held up by them.
 _JOIN_S = 0.2
@@ -102,13 +114,16 @@ class EditPipeline:
         self._superseded: dict[int, threading.Event] = {}
         #: Per shard the model waits for: since when, and its bytes received then (the extend rule).
         self._waits: dict[int, Waiting] = {}
+        #: Shards whose download failed, which the phone computes instead; after the first, no
+        #: request leaves (the link or the server let the edit down: the phone finishes alone).
+        self._failed: set[int] = set()
         if max_in_flight < 1:
             raise ConfigError("max_in_flight must be >= 1")
         self.max_in_flight = max_in_flight
         self.model = manifest.model.name
         self.cancel = cancel or threading.Event()
         self._stop = threading.Event()
-        self._abort = _Either(self.cancel, self._stop)  # what downloads in flight watch
+        self._abort = EitherFlag(self.cancel, self._stop)  # what downloads in flight watch
         self._error: BaseException | None = None
         if max_ahead is None:
             max_ahead = stage_window(len(manifest.shards), one_pass=not manifest.model.step_dependent)
@@ -178,7 +193,7 @@ class EditPipeline:
         return self._error
 
     def planned_compute(self, index: int) -> bool:
-        return self._loop.decided[index] == COMPUTE
+        return self._loop.decided[index] == COMPUTE or index in self._failed
 
     def supersede(self, index: int) -> None:
         self._superseded.setdefault(index, threading.Event()).set()
@@ -251,6 +266,12 @@ class EditPipeline:
         self.timeline.shards[index].chosen_at = self.clock()
         near_done = threading.Event()
         assert self._pool is not None, "requests leave from the fetch stage"
+        if self._failed and self._computes_instead(index, "not requested: an earlier download of this edit failed"):
+            near_done.set()
+            future: Future = Future()
+            future.set_result((index, COMPUTE, b""))
+            self._downloads[index] = (future, near_done)
+            return
         future = self._pool.submit(self._fetch_one, index, near_done, level)
         future.add_done_callback(self._fail_fast)
         self._downloads[index] = (future, near_done)
@@ -300,10 +321,11 @@ class EditPipeline:
 
             superseded = self._superseded.setdefault(index, threading.Event())
             try:
-                level, data = self.fetcher.fetch(index, level, timing, abandon, _Either(self._abort, superseded),
+                level, data = self.fetcher.fetch(index, level, timing, abandon, EitherFlag(self._abort, superseded),
                                                  near_done)
-            except EdgeError:  # the phone computed it (which cancels the download), or a real failure
-                if not self.kv.computed(index):
+            except EdgeError as exc:  # the phone computed it (which cancels the download), or a failure
+                computed = self.kv.computed(index)
+                if not (computed or isinstance(exc, _LET_DOWN) and self._computes_instead(index, f"{exc}")):
                     raise
                 timing.bytes += self.fetcher.received(index)
                 return index, COMPUTE, b""
@@ -312,6 +334,19 @@ class EditPipeline:
             return index, level, data
         finally:
             near_done.set()
+
+    def _computes_instead(self, index: int, why: str) -> bool:
+        """Leave shard ``index``, whose download failed (``why``), to the phone if it can still
+        compute it: a hybrid edit never fails where the phone alone would not (``docs/architecture.md``)."""
+        with self.kv.cond:
+            if self.template is None or index < self.template.frontier or self.stopped() \
+                    or self.fetcher.transport.pool.closed:
+                return False
+            self._failed.add(index)
+            self.timeline.shards[index].failed = why
+            self.kv.cond.notify_all()  # a model waiting for it computes it now
+        self.progress.tell("failed", index)
+        return True
 
     def _known(self, level: object, verb: str) -> str:
         if level not in self._levels:
@@ -373,7 +408,10 @@ class EditPipeline:
                 pair = decode_shard(data, expected_shape=geometry.shape, expected_dtype=geometry.dtype,
                                     max_output_bytes=self.limits.max_output_bytes, factored=self.factored)
             except CodecError as exc:
-                raise CodecError(f"shard {index} ({level}) passed its sha256 but does not decode: {exc}") from None
+                why = f"shard {index} ({level}) passed its sha256 but does not decode: {exc}"
+                if self._computes_instead(index, why):
+                    continue
+                raise CodecError(why) from None
             seconds = time.perf_counter() - started
             self.compute_model.observe_decode(level, len(data), seconds)
             self.timeline.shards[index].decoded_at = self.clock()
@@ -396,22 +434,3 @@ class EditPipeline:
             except queue.Empty:
                 continue
         return None
-
-
-class _Either:
-    """Set when either event is (the transport's view of cancellation)."""
-
-    def __init__(self, a: CancelFlag, b: CancelFlag) -> None:
-        self.a, self.b = a, b
-
-    def is_set(self) -> bool:
-        return self.a.is_set() or self.b.is_set()
-
-    def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while not self.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self.a.wait(min(left, POLL_S))
-        return True

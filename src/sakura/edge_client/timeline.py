@@ -18,7 +18,7 @@ from typing import Literal
 
 __all__ = ["Progress", "ProgressKind", "ShardTiming", "Stall", "Timeline"]
 
-ProgressKind = Literal["fetched", "decoded", "computed"]
+ProgressKind = Literal["fetched", "decoded", "computed", "failed"]
 """What happened to a shard, as a :class:`Progress` event says."""
 
 
@@ -61,6 +61,9 @@ class ShardTiming:
     """The levels whose downloads were abandoned for a smaller level, running late."""
     taken_back: bool = False
     """Left to the phone first, then fetched after all: the link proved faster than planned."""
+    failed: str = ""
+    """Why its download failed or was never sent (the link or the server let the edit down), if
+    it did: the phone computed it instead (``source == "computed"``)."""
 
     @property
     def computed(self) -> bool:
@@ -184,14 +187,16 @@ class Progress:
     as it happens (the same facts :class:`ShardTiming` records).
 
     Every shard is ``"fetched"`` and then ``"decoded"``, or ``"computed"``; the model can use a
-    shard once it is decoded or computed, so ``shards`` of those make a whole edit. A download
+    shard once it is decoded or computed, so ``shards`` of those make a whole edit. A shard whose
+    download failed (``ShardTiming.failed``) is ``"failed"`` first, then ``"computed"``. A download
     the phone gave up on for computing the shard may still end, so a computed shard can also be
     fetched and decoded, in any order: count each ``shard`` once.
     """
 
     kind: ProgressKind
     """``"fetched"``: its bytes are in and verified (from the network or the cache);
-    ``"decoded"``: its KV is ready for the model; ``"computed"``: the phone computed its KV."""
+    ``"decoded"``: its KV is ready for the model; ``"computed"``: the phone computed its KV;
+    ``"failed"``: its download failed or was not sent, and the phone will compute it."""
     shard: int
     """The shard's index, in the order the model reads them (``ShardTiming.index``)."""
     shards: int

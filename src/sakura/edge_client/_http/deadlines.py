@@ -26,6 +26,8 @@ from sakura.edge_client.errors import EdgeError, EditCancelled, TransportError
 #: under which an operation counts as stalled. Real links dip lower for a while; ``timeout_s``
 #: of grace absorbs that.
 MIN_USEFUL_RATE = 8_000.0
+#: How often :class:`EitherFlag` looks at its second flag while it waits on the first.
+_EITHER_POLL_S = 0.05
 STALLED = "stalled"  # an attempt fell behind the minimum useful rate (retried, unlike the other reasons)
 
 
@@ -141,3 +143,22 @@ class Operation:
                                   f"({self.budget.grace_s:g} s, plus a second per {self.min_rate:.0f} bytes received)")
         return TransportError(f"{self.what}: too slow: {self.received} bytes in {elapsed:.1f} s, below "
                               f"{self.min_rate:.0f} bytes/s after {self.timeout_s:g} s")
+
+
+class EitherFlag:
+    """Set when either event is (the transport's view of cancellation)."""
+
+    def __init__(self, a: CancelFlag, b: CancelFlag) -> None:
+        self.a, self.b = a, b
+
+    def is_set(self) -> bool:
+        return self.a.is_set() or self.b.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.a.wait(min(left, _EITHER_POLL_S))
+        return True
