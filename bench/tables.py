@@ -1,22 +1,28 @@
-"""Result tables in the docs, generated from the bench JSON they quote, never typed.
+"""Result tables, and the figures the text quotes, in the docs, generated from the bench JSON they
+come from, never typed.
 
-    python bench/tables.py            # rewrite every generated table in README.md and docs/*.md
-    python bench/tables.py --check    # exit 1 where a table differs from what its JSON gives
+    python bench/tables.py            # rewrite every generated table and figure in README.md and docs/*.md
+    python bench/tables.py --check    # exit 1 where a table or figure differs from what its JSON gives
 
 A table sits between ``<!-- table: NAME -->`` and ``<!-- /table -->``; NAME is a key of
 :data:`TABLES`, whose function reads ``bench/out`` and returns the table's markdown, ending in a
 line that names its source JSON and the commit and command that wrote it, and says so where the
 code the JSON measured has changed since (``_provenance.changed_since``). Every table of
 :data:`TABLES` sits in exactly one of :data:`DOCS` (``--check`` fails on one that is in none).
+A figure in the text sits between ``<!-- fig: ... -->`` and ``<!-- /fig -->`` (see :data:`FIG`); the
+sentence around it names its JSON. A JSON written before runs recorded their provenance is named
+as such under its tables, with the command that reruns it (:data:`LEGACY_COMMANDS`).
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import functools
 import json
 import math
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,21 +39,71 @@ MARKED = re.compile(r"(<!-- table: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!--
 
 
 def _load(name: str) -> dict:
+    """A JSON of ``bench/out``; ``NAME@COMMIT`` is the file as that commit holds it (git), for a
+    figure of an earlier run that the text quotes as such."""
+    if "@" in name:
+        return _load_at(*name.split("@", 1))
     return json.loads((OUT / name).read_text())
+
+
+@functools.cache
+def _load_at(name: str, commit: str) -> dict:
+    try:
+        text = subprocess.run(["git", "show", f"{commit}:bench/out/{name}"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise FileNotFoundError(f"bench/out/{name} at commit {commit}: {exc}") from None
+    return json.loads(text)
+
+
+#: The commands that wrote the bench JSON measured before runs recorded their provenance (from each
+#: bench's docstring and argparse, as its page gives them): what the line under a table asks to rerun.
+LEGACY_COMMANDS = {
+    "energy.json": ("python bench/energy.py --json bench/out/energy.json --plots bench/out/energy",
+                    "python bench/energy.py --workload sd35m-ref512 --starts 2 --session-traces 1 --session-edits 10 "
+                    "--update --json bench/out/energy.json --plots bench/out/energy",
+                    "python bench/energy.py --workload kontext-ref512 --starts 1 --session-traces 1 --session-edits 5 "
+                    "--update --json bench/out/energy.json --plots bench/out/energy"),
+    "session.json": ("python bench/session.py --sessions 20 --json bench/out/session.json --plots bench/out/session",),
+    "e2e_live.json": ("python bench/e2e_live.py --json bench/out/e2e_live.json",),
+    "e2e_live-bench-flux.json": ("python bench/e2e_live.py --model bench-flux --link kernel "
+                                 "--json bench/out/e2e_live-bench-flux.json",),
+    "reference.json": ("python bench/reference.py --pairs 16 --steps 8 --json bench/out/reference.json",),
+    "capture-klein-4b-shape.json": ("python bench/capture.py --model klein-4b-shape --blocks 2",),
+    "phone-loads.json": ("python bench/phone_loads.py",),
+    "build.json": ("python bench/build.py --templates 16 --json bench/out/build.json",),
+    "adaptation-trace-link.json": ("python bench/adaptation.py --repeats 10 "
+                                   "--json bench/out/adaptation-trace-link.json",),
+    "adaptation-kernel-link.json": ("python bench/adaptation.py --link kernel --repeats 10 "
+                                    "--json bench/out/adaptation-kernel-link.json",),
+}
+
+
+def legacy_commands(name: str) -> tuple[str, ...]:
+    """The command(s) to rerun a JSON written without provenance: its own ``command`` if it kept one."""
+    data = _load(name)
+    return (data["command"],) if isinstance(data.get("command"), str) else LEGACY_COMMANDS.get(name, ("?",))
 
 
 def _source(*names: str) -> str:
     """The line under a table: its JSON files, and the commit and command of every run that wrote
-    them (a file updated with ``--update`` holds parts of several runs, each part stamped)."""
+    them (a file updated with ``--update`` holds parts of several runs, each part stamped); a file
+    written before runs recorded their provenance says so, and how to rerun it."""
     runs: dict[tuple[str, str], None] = {}
+    legacy = [name for name in names if "provenance" not in _load(name)]
     for name in names:
-        for p in run_stamps(_load(name)):
-            runs[(p.get("commit", "?")[:10], p.get("command", "?"))] = None
+        if name not in legacy:
+            for p in run_stamps(_load(name)):
+                runs[(p.get("commit", "?")[:10], p.get("command", "?"))] = None
     files = ", ".join(f"`bench/out/{n}`" for n in names)
     changed = sorted({m for name in names for m in _changed(name)})
     stale = (f" **Measured on older code**: {', '.join(f'`{m}`' for m in changed)} changed since; rerun "
              "to refresh." if changed else "")
-    return f"\nFrom {files} ({'; '.join(f'commit {c}: `{cmd}`' for c, cmd in runs)}).{stale}\n"
+    stamped = f" ({'; '.join(f'commit {c}: `{cmd}`' for c, cmd in runs)})" if runs else ""
+    before = "".join(f" {f'`bench/out/{n}` was' if len(names) > 1 else 'It was'} measured before provenance was "
+                     f"recorded; rerun {' then '.join(f'`{c}`' for c in legacy_commands(n))} to refresh it."
+                     for n in legacy)
+    return f"\nFrom {files}{stamped}.{stale}{before}\n"
 
 
 @functools.cache
@@ -432,6 +488,318 @@ def _load_average(data: dict) -> str:
     return f", load average {min(loads):.1f}-{max(loads):.1f} on {data['cpus']} CPUs" if loads else ""
 
 
+#: The systems of the energy and session tables, as their columns name them.
+ENERGY_SYSTEMS = (("sakura", "SAKURA"), ("sakura-fetch-only", "fetch-only"), ("cachegen", "CacheGen"),
+                  ("on-device", "on-device"), ("on-device-prepared", "on-device-prepared"))
+SESSION_SYSTEMS = (("sakura", "SAKURA"), ("on-device", "on-device"), ("on-device-prepared", "on-device-prepared"),
+                   ("sakura-fetch-only", "fetch-only"))
+
+
+def _energy_label(name: str, entry: dict, key: str, most: int, unit: str) -> str:
+    """A workload's row label, with its count where it ran fewer (starts per trace, session edits)."""
+    n = entry[key]
+    per = " per trace" if key == "starts_per_trace" else ""
+    return name if n == most else f"{name} ({n} {unit}{'s' if n != 1 else ''}{per})"
+
+
+def energy_workloads() -> str:
+    """Median joules and seconds per edit, pooled over every family, per workload and system."""
+    w = _load("energy.json")["workloads"]
+    most = max(e["starts_per_trace"] for e in w.values())
+    lines = [_row(["workload", *(label for _, label in ENERGY_SYSTEMS)]), _row(["---"] * (1 + len(ENERGY_SYSTEMS)))]
+    for name, entry in w.items():
+        overall = entry["families"]["overall"]
+        lines.append(_row([_energy_label(name, entry, "starts_per_trace", most, "start"),
+                           *(f"{overall[s]['joules_median']:.0f} J, {overall[s]['latency_median_s']:.2f} s"
+                             for s, _ in ENERGY_SYSTEMS)]))
+    return "\n".join(lines) + "\n" + _source("energy.json")
+
+
+def energy_families() -> str:
+    """klein 4B with a 1024x1024 reference, per family: joules (radio / compute / screen) and seconds."""
+    d = _load("energy.json")
+    radios, families = d["setup"]["family_radio"], d["workloads"]["klein-4b-ref1024"]["families"]
+    systems = SESSION_SYSTEMS
+    lines = [_row(["family (radio)", *(label for _, label in systems)]), _row(["---"] * (1 + len(systems)))]
+    for family, table in families.items():
+        if family == "overall":
+            continue
+        label = f"{family} ({radios.get(family, 'pooled')})"
+        lines.append(_row([label, *(f"{t['joules_median']:.0f} J ({t['radio_j_median']:.0f} / "
+                                    f"{t['compute_j_median']:.0f} / {t['base_j_median']:.0f}), "
+                                    f"{t['latency_median_s']:.1f} s" for t in (table[s] for s, _ in systems))]))
+    return "\n".join(lines) + "\n" + _source("energy.json")
+
+
+def sustained_sessions() -> str:
+    """First and last edit of a throttling session (one edit every ``session_every_s``), the last
+    edit's speed, and joules per edit over the session, per workload and system."""
+    w = _load("energy.json")["workloads"]
+    most = max(e["session_edits"] for e in w.values())
+    lines = [_row(["workload", *(label for _, label in SESSION_SYSTEMS)]), _row(["---"] * (1 + len(SESSION_SYSTEMS)))]
+    for name, entry in w.items():
+        overall = entry["sustained"]["throttling"]["overall"]
+        cells = []
+        for system, _ in SESSION_SYSTEMS:
+            v = overall[system]
+            cells.append(f"{v['first']['latency_median_s']:.1f} -> {v['last']['latency_median_s']:.1f} s "
+                         f"({v['last']['speed_median']:.2f}), {v['joules_total_median'] / len(v['per_edit']):.0f} J")
+        lines.append(_row([_energy_label(name, entry, "session_edits", most, "edit"), *cells]))
+    return "\n".join(lines) + "\n" + _source("energy.json")
+
+
+#: The rows of the catalogue table: workload, its label, system, what the cache keeps.
+CATALOGUE_ROWS = (("reference", "reference", "sakura-fetch-only", "catalogues", "fetch-only, shards"),
+                  ("klein-4b-ref1024", "klein 4B/1024", "sakura-fetch-only", "catalogues", "fetch-only, shards"),
+                  ("klein-4b-ref1024", "klein 4B/1024", "sakura", "catalogues", "SAKURA, shards"),
+                  ("klein-4b-ref1024", "klein 4B/1024", "sakura", "objects_kept", "SAKURA, shards and objects (today)"))
+CATALOGUE_COLUMNS = (("256MB", "lru", "256 MB: LRU"), ("256MB", "lfu-history", "256 MB: LFU-history"),
+                     ("1GB", "lru", "1 GB: LRU"), ("1GB", "lfu", "1 GB: LFU"),
+                     ("1GB", "lfu-history", "1 GB: LFU-history"))
+
+
+def catalogue_hits() -> str:
+    """Hit ratio from an empty cache / steady / drifting, per catalogue size, budget and eviction."""
+    w = _load("session.json")["workloads"]
+    lines = [_row(["workload, client, what the cache keeps", "templates", *(c[2] for c in CATALOGUE_COLUMNS)]),
+             _row(["---"] * (2 + len(CATALOGUE_COLUMNS)))]
+    for workload, label, system, kept, what in CATALOGUE_ROWS:
+        for i, (n, budgets) in enumerate(w[workload]["systems"][system][kept].items()):
+            cells = [f"{v['hit_ratio']:.2f} / {v['hit_ratio_steady']:.2f} / {v['hit_ratio_drifting']:.2f}"
+                     for v in (budgets[b][e] for b, e, _ in CATALOGUE_COLUMNS)]
+            lines.append(_row([f"{label}, {what}" if i == 0 else "", f"{int(n):,}", *cells]))
+    return "\n".join(lines) + "\n" + _source("session.json")
+
+
+def e2e_live() -> str:
+    """Live edits through Ray Serve over a kernel-shaped link against the simulator: the medians of
+    each (trace, start, system), their error, and the idle link in round trips."""
+    return _live_table("e2e_live.json", idle=True)
+
+
+def e2e_live_bench_flux() -> str:
+    """The same check on ``bench-flux``, seconds of compute an edit."""
+    return _live_table("e2e_live-bench-flux.json", idle=False)
+
+
+def _live_table(name: str, *, idle: bool) -> str:
+    d = _load(name)
+    head = ["trace (start)", "system", "measured s", "simulated s", "error", "calibrated"]
+    if idle:
+        head += ["idle link live / sim (RTT)", "one packet (RTT)", "idle beyond it, live (RTT)"]
+    lines, last = [_row(head), _row(["---"] * len(head))], None
+    for r in d["rows"]:
+        trace = f"{r['trace']} ({r['start_s']:.0f} s)"
+        cells = [trace if trace != last else "", r["system"], f"{r['measured_s']:.3f}", f"{r['simulated_s']:.3f}",
+                 f"{r['error']:+.1%}", f"{r['error_calibrated']:+.1%}"]
+        if idle:
+            cells += [f"{_rtt(r['live_gap_rtt'])} / {_rtt(r['sim_gap_rtt'])}", _rtt(r["packet_rtt"]),
+                      _rtt(r["live_idle_rtt"])]
+        lines.append(_row(cells))
+        last = trace
+    return "\n".join(lines) + "\n" + _source(name)
+
+
+def _rtt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def reference_tasks() -> str:
+    """The reference editing model on held-out pairs: PSNR against the classical target, against
+    copying the user's image, and the attention mass its top template tokens get."""
+    tasks = _load("reference.json")["tasks"]
+    lines = [_row(["task", "model", "copy the user image", "gain", "top 10% / 30% of template tokens get"]),
+             _row(["---"] * 5)]
+    for i, (task, t) in enumerate(tasks.items()):
+        share = f"{t['top10_share']:.1%} / {t['top30_share']:.1%}" + (" of the attention" if i == 0 else "")
+        lines.append(_row([task, f"{t['psnr_db']:.1f} dB", f"{t['copy_psnr_db']:.1f} dB", f"{t['gain_db']:+.1f} dB",
+                           share]))
+    return "\n".join(lines) + "\n" + _source("reference.json")
+
+
+def klein_capture() -> str:
+    """klein 4B's shape per reference size: capture of all blocks and replay per step, extrapolated
+    from the blocks built (wall clock), the measured KV and one VAE encode."""
+    d = _load("capture-klein-4b-shape.json")
+    blocks = d["structure"]["double_blocks"] + d["structure"]["single_blocks"]
+    lines = [_row(["reference", "tokens (ref / text)", f"capture, all {blocks} blocks", "replay per step",
+                   f"template KV fp16 (measured = 2 x tokens x {d['structure']['heads']} x "
+                   f"{d['structure']['head_dim']} x 2 B x {blocks})", "one VAE encode"]), _row(["---"] * 6)]
+    for res, r in d["resolutions"].items():
+        w = r["whole_model"]["wall"]
+        lines.append(_row([f"{res}x{res}", f"{r['reference_tokens']} / {r['text_tokens']}", f"{w['capture_s']:.0f} s",
+                           f"{w['replay_s']:.0f} s", f"{w['kv_bytes_fp16'] / 1e6:.1f} MB",
+                           f"{r['measurement']['vae_encode_s']['wall']:.1f} s"]))
+    return "\n".join(lines) + "\n" + _source("capture-klein-4b-shape.json")
+
+
+def phone_loads() -> str:
+    """Parameters the phone loads against the stock pipeline's, and the peak RSS of one edit."""
+    d = _load("phone-loads.json")
+    lines = [_row(["pipeline", "SAKURA phone params", "stock pipeline params",
+                   "peak RSS, one edit: SAKURA phone / stock"]), _row(["---"] * 4)]
+    for name, t in d["tiny"].items():
+        p, rss = t["parameters"], t["peak_rss_bytes"]
+        lines.append(_row([name, f"{p['sakura_phone']:,}", f"{p['stock']:,}",
+                           f"{rss['sakura_phone'] / 2**20:.0f} / {rss['stock'] / 2**20:.0f} MiB"]))
+    for name, c in d["configs"].items():
+        p, encoder = c["parameters"], c["components"]["text_encoder"]
+        model, size = name.removesuffix("-shape").split("-")
+        label = f"{model} {size.upper()}"
+        lines.append(_row([f"{label} (from configs)",
+                           f"{p['sakura_phone'] / 1e9:.2f} B ({p['sakura_phone'] * 2 / 1e9:.1f} GB bf16)",
+                           f"{p['stock'] / 1e9:.2f} B ({p['stock'] * 2 / 1e9:.1f} GB; + {c['text_encoder']} "
+                           f"{encoder / 1e9:.2f} B)", ""]))
+    return "\n".join(lines) + "\n" + _source("phone-loads.json")
+
+
+def build_throughput() -> str:
+    """Templates built per minute with one and two workers, per model."""
+    d = _load("build.json")
+    lines = [_row(["model", "1 worker", "2 workers", "speed-up"]), _row(["---"] * 4)]
+    for model, runs in d.items():
+        lines.append(_row([model, f"{runs['1']['templates_per_min']:.1f} templates/min",
+                           f"{runs['2']['templates_per_min']:.1f} templates/min", f"{runs['2']['speedup']:.2f}x"]))
+    return "\n".join(lines) + "\n" + _source("build.json")
+
+
+def catalog_scale() -> str:
+    """Request latencies and costs with a small and a large catalogue, and their p99 ratios."""
+    d = _load("catalog_scale.json")
+    small, large = d["baseline"], d["large"]
+
+    def ms(r: dict, key: str) -> str:
+        return f"{r[key]['p50_ms']:.1f} / {r[key]['p99_ms']:.1f} ms"
+
+    def ms_uncached(r: dict, key: str) -> str:
+        return ms(r["uncached"], key)
+
+    lines = [_row(["", f"{small['templates']:,} templates", f"{large['templates']:,} templates", "ratio"]),
+             _row(["---"] * 4)]
+    for label, cell, ratio in (
+            ("manifest p50 / p99, default caches", lambda r: ms(r, "manifest"), d["p99_ratios"]["manifest"]),
+            ("shard p50 / p99, default caches", lambda r: ms(r, "shard"), d["p99_ratios"]["shard"]),
+            ("manifest p50 / p99, caches out of the way", lambda r: ms_uncached(r, "manifest"),
+             d["p99_ratios_uncached"]["manifest"]),
+            ("shard p50 / p99, caches out of the way", lambda r: ms_uncached(r, "shard"),
+             d["p99_ratios_uncached"]["shard"])):
+        lines.append(_row([label, cell(small), cell(large), f"p99 {ratio:.2f}x"]))
+    rows = (("catalogue page (100) p50, first / deep",
+             lambda r: f"{_ms_short(r['catalogue_first_page']['p50_ms'])} / "
+                       f"{_ms_short(r['catalogue_deep_page']['p50_ms'])} ms"),
+            ("build planning, one template", lambda r: f"{r['build_plan_one_template_s'] * 1e3:.1f} ms"),
+            ("`gc --dry-run`, one template", lambda r: f"{r['gc_dry_run_one_template_s'] * 1e3:.1f} ms"),
+            ("`sakura catalog ls` (all templates)", lambda r: f"{r['catalog_ls_s']:.2f} s" if r["catalog_ls_s"] < 1
+             else f"{r['catalog_ls_s']:.1f} s"),
+            ("serving process (uvicorn) RSS growth", lambda r: f"{r['server_rss_growth_mb']:.1f} MiB"),
+            ("Ray Serve replica RSS, ready / after the requests",
+             lambda r: f"{r['replica_rss_ready_mb']:.0f} / {r['replica_rss_after_mb']:.0f} MiB"))
+    for label, cell in rows:
+        lines.append(_row([label, cell(small), cell(large), ""]))
+    return "\n".join(lines) + "\n" + _source("catalog_scale.json")
+
+
+def _ms_short(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
+
+
+
+def _klein_energy_best(key: str, radio: str | None) -> tuple[list[float], list[float]]:
+    """Per klein workload of ``energy.json``, the best on-device / SAKURA ratio on its constant-link map
+    (in joules under ``radio``'s power model, or in seconds) and the rate (Mbit/s) where it is."""
+    best, rates = [], []
+    for name, entry in _load("energy.json")["workloads"].items():
+        if name.startswith("klein-"):
+            regime = entry["regime"]
+            ratios = (regime[radio] if radio else regime)[key]
+            i = max(range(len(ratios)), key=lambda j: ratios[j])
+            best.append(ratios[i])
+            rates.append(regime["rates_mbps"][i])
+    return best, rates
+
+
+def _span(values: list[float], fmt: str) -> str:
+    texts = list(dict.fromkeys(format(v, fmt) for v in (min(values), max(values))))
+    return "-".join(texts)
+
+
+def _session_joules(workload: str, cadence: str) -> str:
+    """Joules per edit over a whole session of the reference model (all families), as its table counts them."""
+    v = _load("energy.json")["workloads"][workload]["sustained"][cadence]["overall"]["sakura"]
+    return f"{v['joules_total_median'] / len(v['per_edit']):.0f}"
+
+
+#: The phones of the compute-or-fetch tables: SAKURA's system on it, and the other ways it may edit.
+PHONES = {"stock": ("sakura", ("sakura-fetch-only", "on-device", "on-device-prepared")),  # hybrid-vs-best
+          "light": ("sakura", ("sakura-fetch-only", "on-device-prepared")),  # two-phones
+          "own": ("sakura-own-encoder", ("sakura-fetch-only", "on-device-prepared", "on-device"))}
+
+
+def _over_best_cells(files: str, phone: str, start: str, workloads: str, families: str) -> list[tuple[float, str]]:
+    """SAKURA's median over the best other way of ``phone`` (see :data:`PHONES`), per workload and family
+    (``*`` for all; comma-separated), with where: the cells of the compute-or-fetch tables. ``files``:
+    ``e2e`` (their JSON) or one JSON (``NAME@COMMIT`` for an earlier run)."""
+    system, others = PHONES[phone]
+    reports = _e2e_workloads() if files == "e2e" else list(_load(files)["workloads"].items())
+    cells = []
+    for name, report in reports:
+        if workloads != "*" and name not in workloads.split(","):
+            continue
+        state = report if start == "cold" else report["warm"]
+        for family in FAMILIES if families == "*" else families.split(","):
+            cell = _over_best(state, family, system, others)
+            if cell != "-":
+                cells.append((float(cell), f"{name}, {phone}, {family}"))
+    return cells
+
+
+def _over_best_figure(files: str, phone: str, start: str, workloads: str, families: str, reduce: str = "range") -> str:
+    """The range (or ``min``, ``max``, ``each``: ``a / b / c``) of :func:`_over_best_cells`."""
+    values = [v for v, _ in _over_best_cells(files, phone, start, workloads, families)]
+    if reduce == "each":
+        return " / ".join(f"{v:.2f}" for v in values)
+    return f"{REDUCE[reduce](values)[0]:.2f}" if reduce in ("min", "max") else _span(values, ".2f")
+
+
+def _two_phones_extreme(which: str, part: str) -> str:
+    """The most or least of the two-phones table (cold, each system on its own phone): its value,
+    or its ``workload``, ``phone`` or ``family``."""
+    cells = [c for phone in ("light", "own") for c in _over_best_cells("e2e", phone, "cold", "*", "*")]
+    value, where = (max if which == "most" else min)(cells)
+    workload, phone, family = where.split(", ")
+    return {"value": f"{value:.2f}", "workload": workload, "family": family,
+            "phone": "the stock pipeline's" if phone == "own" else "the light"}[part]
+
+
+def _lowest_prepared(workload: str) -> str:
+    """The lowest on-device-prepared / SAKURA of ``workload`` over every constant-link map of
+    ``bench/out/regime*.json`` (both codecs, both brackets, every profile), cold and warm."""
+    maps = [_load(path.name)["maps"] for path in sorted(OUT.glob("regime*.json"))]
+    entries = [e for m in maps for e in m.get(workload, {}).values()]
+    ratios = [r for entry in entries for start in ("cold", "warm")
+              for r in entry[start]["ratios"]["ondevice_prepared_over_sakura"] if r is not None]
+    return f"{min(ratios):.2f}"
+
+
+def _ahead(name: str, workload: str, profile: str, key: str) -> str:
+    """The link rates (Mbit/s) where SAKURA is ahead of a baseline on a constant-link map, cold."""
+    return _winning_ranges(_load(name)["maps"][workload][profile], key)
+
+
+#: Inline figures no pointer reaches (``<!-- fig: NAME -->``): each returns the text it shows.
+FIGURES: dict[str, Callable[..., str]] = {
+    "klein-best-joules-5g": lambda: _span(_klein_energy_best("ondevice_over_sakura_joules", "5g-nsa")[0], ".2f"),
+    "klein-best-joules-5g-gbps": lambda: _span([r / 1e3 for r in _klein_energy_best(
+        "ondevice_over_sakura_joules", "5g-nsa")[1]], ".1f"),
+    "klein-best-seconds": lambda: _span(_klein_energy_best("ondevice_over_sakura_seconds", None)[0], ".1f"),
+    "reference-session-joules": lambda: _session_joules("reference", "throttling"),
+    "reference-session-joules-back-to-back": lambda: _session_joules("reference", "back-to-back"),
+    "over-best": _over_best_figure,
+    "two-phones": _two_phones_extreme,
+    "lowest-prepared": _lowest_prepared,
+    "ahead": _ahead,
+}
+
 TABLES: dict[str, Callable[[], str]] = {
     "sensitivity": sensitivity,
     "hybrid-vs-best": hybrid_vs_best,
@@ -449,11 +817,96 @@ TABLES: dict[str, Callable[[], str]] = {
     "codec-importance": codec_importance,
     "shared-bases": shared_bases,
     "serve-load": serve_load,
+    "catalog-scale": catalog_scale,
+    "build-throughput": build_throughput,
+    "reference-tasks": reference_tasks,
+    "klein-capture": klein_capture,
+    "phone-loads": phone_loads,
+    "e2e-live": e2e_live,
+    "e2e-live-bench-flux": e2e_live_bench_flux,
+    "energy-workloads": energy_workloads,
+    "energy-families": energy_families,
+    "sustained-sessions": sustained_sessions,
+    "catalogue-hits": catalogue_hits,
 }
 
 
+#: A figure quoted in the text, generated like the tables: ``<!-- fig: FILE | POINTER | HOW -->VALUE<!-- /fig -->``.
+#: FILE is a JSON of ``bench/out``; POINTER a JSON pointer into it (RFC 6901: ``/maps/reference/this-machine``,
+#: ``~1`` for a ``/`` in a key), where ``*`` takes every member or item at its level (``klein-*``: every
+#: member whose name matches; ``sakura|cachegen``: those two); HOW, space-separated: a
+#: Python format spec (``.2f``, ``,.0f``, ``+.1%``), optionally a scale (``/1e6``, ``*1000``) and, over
+#: several values, ``min``, ``max`` or ``range`` (``lo-hi``; one value if both print alike). A fourth
+#: field ``over POINTER`` (``minus POINTER``) divides each value by (subtracts) the one at the same place
+#: there (``over OTHER.json:POINTER``: in another JSON). FILE may be
+#: ``NAME@COMMIT``: the file as that commit holds it, for the figures of an earlier run the text quotes
+#: as such. ``<!-- fig: NAME ARG... -->`` instead names a figure of :data:`FIGURES` (with its arguments),
+#: for one no pointer reaches.
+FIG = re.compile(r"<!-- fig: (?P<spec>[^>]+?) -->(?P<body>[^<]*)<!-- /fig -->")
+REDUCE: dict[str, Callable[[list[float]], list[float]]] = {
+    "min": lambda v: [min(v)], "max": lambda v: [max(v)], "range": lambda v: sorted({min(v), max(v)}),
+}
+
+
+def pointer(data: object, path: str) -> list:
+    """The values at a JSON pointer with ``*`` wildcards (every member or item at that level)."""
+    values = [data]
+    for raw in path.removeprefix("/").split("/") if path not in ("", "/") else []:
+        key, found = raw.replace("~1", "/").replace("~0", "~"), []
+        for v in values:
+            if key == "*":
+                found += list(v.values()) if isinstance(v, dict) else list(v)  # type: ignore[union-attr, call-overload]
+            elif isinstance(v, list) and "|" in key:  # items, "|" between their indexes
+                found += [v[int(i)] for i in key.split("|")]
+            elif "*" in key or "|" in key:  # patterns, "|" between them: the members whose names match
+                found += [x for k, x in v.items()  # type: ignore[union-attr]
+                          if any(fnmatch.fnmatchcase(k, pattern) for pattern in key.split("|"))]
+            else:
+                found.append(v[int(key)] if isinstance(v, list) else v[key])  # type: ignore[index]
+        values = found
+    return values
+
+
+def figure(spec: str) -> str:
+    """The text of one inline figure (see :data:`FIG`)."""
+    if " | " not in spec:
+        name, *args = spec.split()
+        if name not in FIGURES:
+            raise SystemExit(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
+        try:
+            return FIGURES[name](*args)
+        except (FileNotFoundError, KeyError, IndexError, ValueError, TypeError) as exc:
+            raise SystemExit(f"figure {spec!r}: {type(exc).__name__} {exc}") from None
+    name, path, *rest = spec.split(" | ")
+    how = rest[0].split() if rest else []
+    try:
+        values = [float(v) for v in pointer(_load(name), path) if v is not None]
+        if len(rest) > 1:  # "over POINTER" / "minus POINTER": each value over / less the one there
+            op, other = rest[1].split(" ", 1)
+            other_name, other = other.split(":", 1) if ":" in other else (name, other)  # FILE:POINTER: another JSON's
+            ws = [float(v) for v in pointer(_load(other_name), other)]
+            ws = ws * len(values) if len(ws) == 1 else ws
+            values = [v / w if op == "over" else v - w for v, w in zip(values, ws, strict=True)]
+    except (FileNotFoundError, KeyError, IndexError, ValueError, TypeError) as exc:
+        raise SystemExit(f"figure {spec!r}: {type(exc).__name__} {exc}") from None
+    fmt, reduce = "g", None
+    for token in how:
+        if token in REDUCE:
+            reduce = REDUCE[token]
+        elif token[:1] in "/*" and len(token) > 1:
+            factor = float(token[1:])
+            values = [v / factor if token[0] == "/" else v * factor for v in values]
+        else:
+            fmt = token
+    if not values or (len(values) > 1 and reduce is None):
+        raise SystemExit(f"figure {spec!r}: {len(values)} values; a figure of several needs min, max or range")
+    texts = list(dict.fromkeys(format(v, fmt) for v in (reduce(values) if reduce else values)))
+    unit = "%" if all(text.endswith("%") for text in texts) and len(texts) > 1 else ""
+    return (" to " if texts[0].startswith("-") else "-").join(text.removesuffix(unit) for text in texts) + unit
+
+
 def render(text: str) -> tuple[str, list[str]]:
-    """``text`` with every marked table regenerated, and the names of those that changed."""
+    """``text`` with every marked table and figure regenerated, and the names of those that changed."""
     changed: list[str] = []
 
     def fill(match: re.Match) -> str:
@@ -465,12 +918,18 @@ def render(text: str) -> tuple[str, list[str]]:
             changed.append(name)
         return match.group(1) + body + match.group(4)
 
-    return MARKED.sub(fill, text), changed
+    def fill_figure(match: re.Match) -> str:
+        body = figure(match.group("spec"))
+        if body != match.group("body"):
+            changed.append(f"figure {match.group('spec')}")
+        return match.group(0).replace(f"-->{match.group('body')}<!--", f"-->{body}<!--", 1)
+
+    return FIG.sub(fill_figure, MARKED.sub(fill, text)), changed
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table is stale")
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table or figure is stale")
     args = p.parse_args(argv)
     stale, placed = [], set()
     for doc in DOCS:
