@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING
 import numpy as np
 
 from sakura.platform.errors import ImageError
+from sakura.platform.layout import parse_number
 
 if TYPE_CHECKING:
     import PIL.Image
@@ -123,10 +124,8 @@ def fit_image(image: np.ndarray, resolution: int) -> np.ndarray:
 def _lfw_index(name: str) -> int | None:
     if not name.startswith(LFW_PREFIX):
         return None
-    digits = name[len(LFW_PREFIX):]
-    if not digits.isdigit() or len(digits) > 3 or int(digits) >= LFW_COUNT:
-        return None
-    return int(digits)
+    index = parse_number(name[len(LFW_PREFIX):], max_digits=3)  # not str.isdigit(): int() refuses a superscript 2
+    return index if index is not None and index < LFW_COUNT else None
 
 
 def save_image(image: np.ndarray, path: str | Path) -> None:

@@ -75,6 +75,13 @@ def test_bad_image_references(tmp_path):
         load_image(str(junk))
 
 
+@pytest.mark.parametrize("index", ["\u00b2", "\u0661", "+1", "-1", "07", "1.0", "200", "9999", ""])
+def test_an_lfw_index_is_canonical_ascii_below_the_subsets_size(index):
+    """str.isdigit() took a superscript 2, and int() then raised a bare ValueError."""
+    with pytest.raises(ImageError, match="unknown bundled image"):
+        load_image(f"skimage:lfw_subset/{index}")
+
+
 def write_huge_png(path, side: int = 12000) -> None:
     """A valid 1-bit side x side PNG of a few kB (zero rows compress to almost nothing)."""
     import struct
