@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from _args import bench_parser  # noqa: E402
+from _provenance import provenance  # noqa: E402
 
 from sakura.edge_client import EditResult  # noqa: E402
 from sakura.emulation import PacedDevice  # noqa: E402
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trace", type=Path, default=TRACE)
     p.add_argument("--repeats", type=int, default=5, help="edit pairs per policy")
     args = p.parse_args(argv)
+    stamp = provenance("sakura.edge_client", "sakura.emulation")  # the tree as the run starts
     model = load_model("reference")
     runs: list[dict[str, dict[str, object]]] = []
     with tempfile.TemporaryDirectory(prefix="sakura-adaptation-") as workdir, ExitStack() as stack:
@@ -71,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
+            "provenance": stamp,
             "link": args.link, "trace": f"{args.trace.parent.name}/{args.trace.name}", "warm_at_s": WARM_AT,
             "step_at_s": STEP_AT, "layer_s": LAYER_S, "rtt_s": RTT_S, "model": "reference", "steps": 4,
             "repeats": args.repeats, "summary": summary, "runs": runs,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import ray
 from _args import bench_parser
+from _provenance import provenance
 
 from sakura.jobs import build
 from sakura.jobs.progress import Progress
@@ -56,6 +57,7 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=["tiny-flux", "tiny-sd3"])
     parser.add_argument("--templates", type=int, default=6)
     args = parser.parse_args()
+    stamp = provenance("sakura.jobs", "sakura.platform")  # the tree as the run starts
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,7 +74,7 @@ def main() -> int:
                 print(f"{model:10s} {workers:7d} {seconds:8.1f} {per_min:14.1f} {per_min / base:8.2f}", flush=True)
     ray.shutdown()
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps({"provenance": stamp, **results}, indent=2))
     return 0
 
 

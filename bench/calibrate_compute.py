@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 from _args import bench_parser
+from _provenance import provenance
 
 from sakura.evaluation.calibration import (
     CHECK_CASES,
@@ -40,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     cases = [FIT_CASE, *CHECK_CASES, *(() if args.no_large else LARGE_CASES)]
     # the wall clock first, while the machine is as quiet as when the run started
     settings = {"default-threads-wall-clock": (torch.get_num_threads(), "wall"), "one-thread-cpu-clock": (1, "cpu")}
-    out: dict = {"command": "python bench/calibrate_compute.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    out: dict = {"provenance": provenance("sakura.evaluation.calibration", "sakura.evaluation.flops",
+                                          "sakura.evaluation.architectures"),
+                 "command": "python bench/calibrate_compute.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                  "torch": torch.__version__, "cpu": _cpu_name(), "cores": os.cpu_count(),
                  "fit_case": asdict(FIT_CASE), "load_average_before": os.getloadavg(), "settings": {}}
     for name, (threads, clock) in settings.items():

@@ -29,10 +29,13 @@ from pathlib import Path
 
 import torch
 from _args import bench_parser
+from _provenance import provenance
 
 from sakura.platform.verify import verify_model
 
 DEFAULT_MODELS = ["tiny-flux", "tiny-sd3", "bench-flux"]
+#: The code capture and replay run: what the JSON's provenance digests.
+MEASURED = ("sakura.platform.models", "sakura.platform.verify")
 OUT = Path(__file__).resolve().parent / "out"
 
 
@@ -69,7 +72,7 @@ def main() -> int:
         sys.stdout.flush()
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"steps": args.steps, "models": rows}, fh, indent=2)
+            json.dump({"provenance": provenance(*MEASURED), "steps": args.steps, "models": rows}, fh, indent=2)
     return 0
 
 
@@ -86,7 +89,8 @@ def shape_main(args: argparse.Namespace) -> int:
           f"{shape.head_dim}; transformer {params['transformer'] / 1e9:.3f} B parameters, "
           f"built here: {double} double + {single} single; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, load {_load()}")
-    report = {"model": shape.name, "torch": torch.__version__, "threads": torch.get_num_threads(),
+    report = {"provenance": provenance(*MEASURED), "model": shape.name, "torch": torch.__version__,
+              "threads": torch.get_num_threads(),
               "structure": {"double_blocks": shape.double_blocks, "single_blocks": shape.single_blocks,
                             "heads": shape.heads, "head_dim": shape.head_dim, "transformer": dict(shape.transformer),
                             "vae": dict(shape.vae), "parameters": params},

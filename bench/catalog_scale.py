@@ -37,6 +37,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from _args import bench_parser  # noqa: E402
+from _provenance import provenance  # noqa: E402
 
 from sakura.platform import http_api, layout  # noqa: E402
 from sakura.platform.library import TemplateLibrary  # noqa: E402
@@ -212,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", type=int, default=10, help="templates in the small library")
     p.add_argument("--requests", type=int, default=400, help="manifest and shard requests per library")
     args = p.parse_args(argv)
+    stamp = provenance("sakura.serve", "sakura.platform")  # the tree as the run starts
     rng = random.Random(0)
     results, libraries = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -225,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     small, large = results[args.baseline], results[args.templates]
     ratios = {k: large[k]["p99_ms"] / small[k]["p99_ms"] for k in ("manifest", "shard")}
     uncached = {k: large["uncached"][k]["p99_ms"] / small["uncached"][k]["p99_ms"] for k in ("manifest", "shard")}
-    report = {"p99_ratio": max(ratios.values()), "p99_ratios": ratios,
+    report = {"provenance": stamp, "p99_ratio": max(ratios.values()), "p99_ratios": ratios,
               "p99_ratio_uncached": max(uncached.values()), "p99_ratios_uncached": uncached,
               "baseline": small, "large": large,
               "command": "python bench/catalog_scale.py " + " ".join(sys.argv[1:] if argv is None else argv)}

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 from _args import bench_parser
+from _provenance import provenance
 
 from sakura.edge_client import COMPUTE, EdgeSession, EditResult, Timeline, make_policy
 from sakura.emulation import KernelLink, TraceLink, kernel_link_support
@@ -93,6 +94,7 @@ class Live:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    stamp = provenance("sakura.edge_client", "sakura.serve", "sakura.evaluation", "sakura.emulation")  # as it starts
     kernel_ok, why = kernel_link_support()
     use_kernel = args.link == "kernel" or (args.link == "auto" and kernel_ok)
     link = "kernel (netns + veth + tbf, user-space RTT)" if use_kernel else "in-process trace shaper"
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     adapter = load_model(args.model)
     case = _live_case(adapter)
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    report: dict[str, object] = {"model": args.model, "link": "kernel" if use_kernel else "trace",
+    report: dict[str, object] = {"provenance": stamp, "model": args.model, "link": "kernel" if use_kernel else "trace",
                                  "rtt_ms": args.rtt_ms, "compute_s_alone": geometry.compute_s,
                                  "build_and_measure_s": measure_s, "load_1min_start": _load()}
     try:

@@ -46,7 +46,11 @@ from sakura.evaluation.sustained import session_summary, sustained_session
 from sakura.evaluation.thermal import NEVER_THROTTLES, ThermalModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _simulation import edits_of, parser, reference_workload, rtt_s  # noqa: E402
+from _provenance import kept_parts, provenance, run_stamp  # noqa: E402
+from _simulation import SIMULATED, edits_of, parser, reference_workload, rtt_s  # noqa: E402
+
+#: The code an energy figure depends on: the simulated edits', and the power and thermal models.
+ENERGY = (*SIMULATED, "sakura.evaluation.energy", "sakura.evaluation.thermal", "sakura.evaluation.sustained")
 
 #: The per-step models (``kontext-ref512``, ``sd35m-ref512``: 672-1,596 shards an edit) take ten
 #: times as long to simulate: run them with fewer starts and ``--update`` (see docs/beyond.md).
@@ -76,13 +80,17 @@ def main(argv: list[str] | None = None) -> int:
     phone = PHONES[args.phone]
     reference = reference_workload(args.repeats)
     floor = max(set(reference.floors), key=reference.floors.count)
-    out: dict = {"setup": {"phone": vars(phone), "radios": {n: vars(r) for n, r in RADIOS.items()},
+    out: dict = {"provenance": provenance(*ENERGY),
+                 "setup": {"phone": vars(phone), "radios": {n: vars(r) for n, r in RADIOS.items()},
                            "family_radio": {f: radio_for(f).name for f in families},
                            "thermal": vars(ThermalModel()), "rtt_ms": args.rtt_ms, "server_ms": args.server_ms,
                            "session_every_s": args.session_every},
                  "workloads": {}}
-    if args.update and args.json and args.json.exists():
-        out["workloads"] = json.loads(args.json.read_text())["workloads"]
+    if args.update and args.json and args.json.exists():  # the other workloads keep their own stamps
+        earlier = json.loads(args.json.read_text())
+        out["workloads"] = earlier["workloads"]
+        rerun = args.workload or DEFAULT_WORKLOADS
+        kept_parts([part for name, part in out["workloads"].items() if name not in rerun], earlier)
     for name in args.workload or DEFAULT_WORKLOADS:
         profile, geometries = edits_of(name, reference)
         print(f"{name} on {profile.name}: {geometries[0].shards} shards, compute {geometries[0].compute_s:.2f} s",
@@ -92,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                       session_edits=args.session_edits)
         report["regime"] = _regime(geometries, rtt, floor, phone, args.points)
         report["sustained"] = _sustained(geometries[0], families, rtt, phone, args)
+        report["provenance"] = run_stamp(*ENERGY)
         out["workloads"][name] = report
         _print(name, report)
         if args.plots:

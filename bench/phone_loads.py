@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from _args import bench_parser
+from _provenance import provenance
 
 OUT = Path(__file__).resolve().parent / "out" / "phone-loads.json"
 STEPS, STRENGTH = 4, 0.8
@@ -44,7 +45,8 @@ def main() -> int:
     parser = bench_parser(__doc__, json_default=OUT)
     parser.add_argument("--pipelines", nargs="+", default=sorted(TINY_PIPELINES), choices=sorted(TINY_PIPELINES))
     args = parser.parse_args()
-    report: dict[str, Any] = {"steps": STEPS, "strength": STRENGTH, "tiny": {}, "configs": {}}
+    report: dict[str, Any] = {"provenance": provenance("sakura.platform.models"), "steps": STEPS,
+                              "strength": STRENGTH, "tiny": {}, "configs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.pipelines:
             report["tiny"][name] = tiny_report(name, Path(tmp))

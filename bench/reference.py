@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 from _args import bench_parser
+from _provenance import provenance
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from sakura.evaluation.plots import image_grid
@@ -39,7 +40,9 @@ def main() -> int:
     schedule = Schedule(steps=args.steps)
     levels = default_levels()
     rng = np.random.default_rng(args.seed)
-    report: dict = {"steps": args.steps, "pairs_per_task": args.pairs, "tasks": {}}
+    report: dict = {"provenance": provenance("sakura.platform.models", "sakura.platform.codec",
+                                             "sakura.platform.importance", "sakura.jobs.reference_data"),
+                    "steps": args.steps, "pairs_per_task": args.pairs, "tasks": {}}
     grid_rows, grid_labels = [], []
     for task in data.TASKS:
         batch = data.sample_batch("held_out", args.pairs, rng, tasks=(task,))

@@ -40,7 +40,8 @@ from sakura.evaluation.runs import simulate_runs
 from sakura.evaluation.simulator import EditSimulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _simulation import edits_of, parser, reference_workload, rtt_s  # noqa: E402
+from _provenance import provenance  # noqa: E402
+from _simulation import SIMULATED, edits_of, parser, reference_workload, rtt_s  # noqa: E402
 
 #: UFS 4.0 sequential read, "up to 4,200 megabytes per second" (Samsung Newsroom, 'Samsung Develops
 #: High-Performance UFS 4.0 Storage', 2022): 33,600 Mbit/s.
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     families = load_traces(args.traces)
     rtt = rtt_s(args)
     reference = reference_workload(args.repeats)
-    out: dict = {"setup": {"zipf_alpha": ZIPF_ALPHA, "flash_mbps": FLASH_MBPS, "flash_access_s": FLASH_ACCESS_S,
+    out: dict = {"provenance": provenance(*SIMULATED, "sakura.evaluation.catalogue", "sakura.platform.caching"),
+                 "setup": {"zipf_alpha": ZIPF_ALPHA, "flash_mbps": FLASH_MBPS, "flash_access_s": FLASH_ACCESS_S,
                            "sessions": args.sessions, "edits": args.edits, "warmup": args.warmup,
                            "budgets": BUDGETS, "starts_per_trace": args.starts},
                  "workloads": {}}

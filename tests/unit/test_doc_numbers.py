@@ -33,7 +33,7 @@ above it). A figure is sourced where
 
 A section that quotes a JSON written before runs recorded their provenance says so: "measured
 before provenance was recorded", with the command that reruns it (the line under a generated table
-of it does).
+of it does); and once every JSON it names records its provenance (rerun), it says so no more.
 """
 
 from __future__ import annotations
@@ -229,9 +229,14 @@ def test_a_section_quoting_a_json_without_provenance_says_so(doc):
         quoted = {*CITED_JSON.findall(block), *(m.group("spec").split(" | ")[0]
                                                for m in GENERATED_FIGURE.finditer(block) if " | " in m.group("spec"))}
         legacy = sorted(name for name in quoted if (OUT / name).exists() and not _has_provenance(name))
-        if legacy and BEFORE_PROVENANCE not in " ".join(block.split()):
-            bad.append(f"{', '.join(legacy)} in: {' '.join(block.split())[:200]}")
-    assert not bad, f"{_rel(doc)}: say '{BEFORE_PROVENANCE}; rerun with <command> to refresh':\n" + "\n".join(bad)
+        says = BEFORE_PROVENANCE in " ".join(block.split())
+        if legacy and not says:
+            bad.append(f"say '{BEFORE_PROVENANCE}; rerun with <command> to refresh' of {', '.join(legacy)} in: "
+                       f"{' '.join(block.split())[:200]}")
+        elif says and not legacy:  # rerun since: the note is stale
+            bad.append(f"every JSON it names records its provenance now; drop '{BEFORE_PROVENANCE}' in: "
+                       f"{' '.join(block.split())[:200]}")
+    assert not bad, f"{_rel(doc)}:\n" + "\n".join(bad)
 
 
 def test_every_json_the_docs_name_exists():
