@@ -239,6 +239,14 @@ def test_a_section_quoting_a_json_without_provenance_says_so(doc):
     assert not bad, f"{_rel(doc)}:\n" + "\n".join(bad)
 
 
+@pytest.mark.parametrize("doc", DOCS, ids=_rel)
+def test_no_line_starts_with_a_generated_figure(doc):
+    """Markdown takes a line that starts with ``<!--`` for a block of HTML, which ends the paragraph
+    around it: a figure's marker goes on the line of the words before it."""
+    starts = [i for i, line in enumerate(doc.read_text().splitlines(), 1) if line.lstrip().startswith("<!-- fig:")]
+    assert not starts, f"{_rel(doc)}: lines {starts} start with a figure's marker"
+
+
 def test_every_json_the_docs_name_exists():
     missing = sorted({f"{_rel(doc)}: bench/out/{name}" for doc in DOCS
                       for name in CITED_JSON.findall(doc.read_text()) if not (OUT / name).exists()})
