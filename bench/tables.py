@@ -46,8 +46,16 @@ def _load(name: str) -> dict:
     return json.loads((OUT / name).read_text())
 
 
+#: Earlier runs' JSON as their commits hold them (``NAME@COMMIT``), kept so that a clone without
+#: that history (a shallow CI checkout) renders and checks the same figures.
+HISTORY = OUT / "history"
+
+
 @functools.cache
 def _load_at(name: str, commit: str) -> dict:
+    kept = HISTORY / f"{name}@{commit}"
+    if kept.is_file():
+        return json.loads(kept.read_text())
     try:
         text = subprocess.run(["git", "show", f"{commit}:bench/out/{name}"], cwd=ROOT, capture_output=True,
                               text=True, check=True).stdout

@@ -322,3 +322,12 @@ def test_a_figure_over_several_values_takes_their_range(tables):
     assert tables.figure(spec) == "-".join(dict.fromkeys(f"{v:.1f}" for v in sorted({min(values), max(values)})))
     with pytest.raises(SystemExit, match="needs min, max or range"):
         tables.figure(spec.removesuffix(" range"))
+
+
+def test_every_earlier_run_the_docs_quote_is_kept_beside_its_figures():
+    """A figure pinned to an earlier run (``NAME@COMMIT``) reads that run's JSON from
+    ``bench/out/history``, so a clone without the history (a shallow checkout) renders it too."""
+    pinned = {m.group(0) for doc in DOCS for m in re.finditer(r"[\w.-]+\.json@[0-9a-f]{7,40}", doc.read_text())}
+    assert pinned, "no figure quotes an earlier run: drop this test and bench/out/history"
+    missing = sorted(p for p in pinned if not (ROOT / "bench" / "out" / "history" / p).is_file())
+    assert not missing, f"archive them: git show COMMIT:bench/out/NAME > bench/out/history/NAME@COMMIT: {missing}"
