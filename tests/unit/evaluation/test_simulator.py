@@ -4,6 +4,7 @@ times it asserts follow from the code, not from how busy this machine is."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from sakura.emulation.traces import BandwidthTrace, load_traces
 from sakura.evaluation import SYSTEMS, EditSimulator
+from sakura.evaluation.geometry import EditGeometry
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
 ORACLE_GOAL = 1.10  # sakura / oracle, the target of docs/validation.md ("Against the goals")
@@ -79,3 +81,42 @@ def test_a_cold_session_sends_its_second_request_at_the_first_byte_of_the_first(
     first, second = edit.shards[0], edit.shards[1]
     assert second.requested_at == pytest.approx(first.first_byte_at)
     assert second.first_byte_at == pytest.approx(first.arrived_at)  # bytes follow bytes
+
+
+# -- the live hybrid edits' judgements of time (tests/unit/edge_client/test_hybrid_edit.py) ----------
+def paced(g: EditGeometry, block_s: float, gap_s: float = 0.05) -> EditGeometry:
+    """The pinned geometry on a phone paced as the live tests pace theirs (``PacedDevice``): each
+    template block ``block_s``, the compute between two shards ``gap_s``."""
+    return replace(g, shard_compute_s=[block_s] * len(g.shard_compute_s), gaps_s=[gap_s] * len(g.gaps_s))
+
+
+def computed(edit) -> list[int]:
+    return [s.index for s in edit.shards if s.computed]
+
+
+def test_in_between_the_hybrid_computes_the_first_blocks_and_fetches_the_rest(pinned_geometry):
+    """A phone computing a block in 0.1 s on a steady 0.1 Mbit/s link: fetching the first blocks
+    would end after computing them, so it computes them, and the link brings the rest in time
+    (the live edit carries out such a split: test_hybrid_edit.py)."""
+    edit = EditSimulator(paced(pinned_geometry, 0.1), steady(0.1), 10.0, rtt_s=0.03).run("sakura")
+    prefix = computed(edit)
+    assert 0 < len(prefix) < len(edit.shards) and prefix == list(range(len(prefix))), edit.levels
+
+
+def test_when_the_link_proves_faster_than_planned_the_hybrid_takes_blocks_back(pinned_geometry):
+    """Planned at 0.1 Mbit/s, a phone computing a block in 0.15 s leaves the first blocks to itself;
+    0.1 s into the edit the link turns 200 Mbit/s, the blocks above the split arrive fast, and the
+    top of the prefix is fetched after all. On a steady link the plan holds."""
+    g = paced(pinned_geometry, 0.15)
+
+    def edit(mbps: float):
+        trace = BandwidthTrace("step", "test", np.array([0.0, 10.1]), np.array([0.1, mbps]), 600.0)
+        return EditSimulator(g, trace, 10.0, rtt_s=0.03).run("sakura")
+
+    steady_edit, faster = edit(0.1), edit(200.0)
+    assert computed(steady_edit) and not any(s.taken_back for s in steady_edit.shards), steady_edit.levels
+    taken = [s.index for s in faster.shards if s.taken_back]
+    assert taken and not set(taken) & set(computed(faster)), faster.levels  # given back, and fetched
+    kept = len(computed(faster))
+    assert computed(faster) == list(range(kept))  # what the phone computed is still a prefix,
+    assert sorted(taken) == list(range(kept, kept + len(taken)))  # the blocks above it are those taken back
