@@ -6,20 +6,26 @@ trace (``tests/unit/evaluation/test_adaptation_replay.py``) and measured live by
 from __future__ import annotations
 
 from sakura.edge_client import EdgeSession
-from sakura.emulation import TraceLink
 from sakura.emulation.traces import BandwidthTrace
 from sakura.platform.images import load_image
 from tests.adaptation_edits import PHOTO, TEMPLATE
+from tests.held_link import HANG_GUARD_S, HeldLink
 
 
 def test_a_fresh_session_keeps_the_link_busy_from_its_first_shard_on(api, reference_model):
     """No rate known yet: the second request leaves when the first response's first byte arrives, so
-    the second response follows the first without a round trip of idle link."""
-    rtt = 0.1  # long enough that scheduling noise on a busy machine cannot pass for it
-    link = TraceLink(BandwidthTrace.constant(0.3), rtt_s=rtt)  # 12-18 kB shards: 0.3-0.5 s each
-    with EdgeSession(api.url, link=link, models=lambda _: reference_model) as session:
+    the second response follows the first without a round trip of idle link. The first shard's
+    response is read in 1 kB chunks and held after its first until the next request leaves: a
+    client that waited for its end is caught by the order of the stamps, however busy this machine."""
+    link = HeldLink(BandwidthTrace.constant(0.3), rtt_s=0.1)
+    with EdgeSession(api.url, link=link, models=lambda _: reference_model, timeout_s=10 * HANG_GUARD_S) as session:
+        session.transport.chunk_bytes = 1 << 10  # a medium shard is 12-18 kB: many chunks
         link.start()
+        # the edit's requests: the preamble, then shard 0's, whose response is held after its
+        # first chunk until the next request (shard 1's) is made
+        link.hold(lambda: link.requests > 2, after_chunks=1, skip=1)
         shards = session.edit(load_image(PHOTO), TEMPLATE, 1, "fixed-medium").timeline.shards
+    assert link.chunks > 1  # the first shard's response was held after its first chunk
     # without a rate, "near done" is the first byte: the second request leaves between the first
     # response's first byte and its last (an order on one clock, not a duration)
     assert shards[0].first_byte_at <= shards[1].requested_at < shards[0].arrived_at

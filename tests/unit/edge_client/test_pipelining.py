@@ -12,15 +12,16 @@ import pytest
 
 from sakura.edge_client._http.transport import HttpTransport
 from sakura.edge_client.errors import EditCancelled
-from sakura.emulation import TraceLink
 from sakura.emulation.traces import BandwidthTrace
+from tests.held_link import HANG_GUARD_S, HeldLink
 from tests.unit.edge_client.test_transport import shard
 
-STREAM_S = 0.5  # how long the first shard streams: the second is asked for 0.15 s in, cancelled 0.1 s later
+STREAM_S = 0.5  # how long the first shard's response streams once it goes on
 
 
-def start(transport: HttpTransport, index: int, out: dict, cancel: threading.Event | None = None) -> threading.Thread:
-    path, loc = shard(transport, index)
+def start(transport: HttpTransport, index: int, where: tuple, out: dict,
+          cancel: threading.Event | None = None) -> threading.Thread:
+    path, loc = where
 
     def run() -> None:
         try:
@@ -34,18 +35,30 @@ def start(transport: HttpTransport, index: int, out: dict, cancel: threading.Eve
 
 
 def ride_behind(transport: HttpTransport, proxy, cancel: threading.Event | None = None) -> dict:
-    """Shard 0 streaming, then shard 1 asked for while it does."""
-    shard(transport, 0), shard(transport, 1)  # the manifest, before the link is timed
+    """Shard 0 streaming, then shard 1 asked for while it does. Shard 0's response is held after
+    its first chunk until shard 1's request has boarded its connection (with ``cancel``: until
+    that request, cancelled once it boarded, gave up), so no race with this machine's speed
+    decides whether it rode behind."""
+    where = shard(transport, 0), shard(transport, 1)  # the manifest, before the shards' requests
     proxy.requests.clear()
     out: dict = {}
-    first = start(transport, 0, out)
-    time.sleep(0.15)
-    second = start(transport, 1, out, cancel)
+    link = transport.link
+    assert isinstance(link, HeldLink)
+
+    def boarded() -> bool:  # a request was sent behind the response streaming (the pool's lane)
+        return any(lane._rider for lane in transport.pool._lanes.copy().values())
+
+    link.hold(lambda: 1 in out if cancel is not None else boarded() or 1 in out)
+    first = start(transport, 0, where[0], out)
+    link.streaming.wait(HANG_GUARD_S)
+    second = start(transport, 1, where[1], out, cancel)
     if cancel is not None:
-        time.sleep(0.1)
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not boarded() and time.monotonic() < deadline:
+            time.sleep(0.005)
         cancel.set()
-    first.join(10)
-    second.join(10)
+    first.join(HANG_GUARD_S)
+    second.join(HANG_GUARD_S)
     return out
 
 
@@ -54,7 +67,7 @@ def slow_transport(proxy) -> HttpTransport:
     probe = HttpTransport(proxy.url)
     _, loc = shard(probe, 0)
     probe.close()
-    link = TraceLink(BandwidthTrace.constant(loc.length * 8 / STREAM_S / 1e6), rtt_s=0.0)
+    link = HeldLink(BandwidthTrace.constant(loc.length * 8 / STREAM_S / 1e6), rtt_s=0.0)
     return HttpTransport(proxy.url, link=link)
 
 
