@@ -7,12 +7,14 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import psutil
 import pytest
 
 from sakura.edge_client import EdgeSession, RetryPolicy
+from sakura.edge_client._http import connections
 from sakura.edge_client._http.connections import ConnectionPool
 from sakura.edge_client._http.transport import HttpTransport
 from sakura.edge_client.errors import EditCancelled, PolicyError, ServerError, TransportError
@@ -22,6 +24,7 @@ from sakura.emulation.traces import BandwidthTrace
 from sakura.platform.images import load_image
 from tests.edge_servers import HANG_S, ApiServer
 from tests.unit.edge_client.test_session import PHOTO
+from tests.virtual_clock import VirtualClock
 
 MANIFEST = "/v1/templates/portrait/versions/1/manifest"
 
@@ -66,14 +69,19 @@ def test_the_next_edit_after_an_idle_spell_pays_no_retry_backoff(short_keep_aliv
     assert backoff.asked == []  # each stale connection was replaced at once, never waited out
 
 
-def test_idle_connections_expire():
+def test_idle_connections_expire(monkeypatch):
+    """Kept 0.2 s idle: reused after 0.1 s, replaced after 0.3 s, on a virtual clock (the pool's
+    ``time.monotonic``), since this machine may take longer than 0.2 s between two calls."""
+    clock = VirtualClock()
+    monkeypatch.setattr(connections, "time", SimpleNamespace(monotonic=clock.now, sleep=time.sleep))
     pool = ConnectionPool(timeout_s=1.0, idle_s=0.2)
     origin = ("http", "127.0.0.1", 9)
     conn, reused = pool.take(origin)
     pool.give_back(origin, conn)
+    clock.wait(0.1)
     assert pool.take(origin) == (conn, True)
     pool.give_back(origin, conn)
-    time.sleep(0.3)
+    clock.wait(0.3)
     fresh, reused = pool.take(origin)
     assert fresh is not conn and not reused
 
