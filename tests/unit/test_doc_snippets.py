@@ -70,7 +70,9 @@ def recorded_calls(script: str, tmp_path: Path) -> list[list[str]]:
     """The commands a shell block runs, each as its argument list, as bash expands them."""
     record = tmp_path / "calls"
     stubs = "".join(f'{name}() {{ _rec {name} "$@"; }}\n' for name in COMMANDS)
-    prelude = (f"_rec() {{ {{ printf '%s\\037' \"$@\"; printf '\\n'; }} >> {shlex.quote(str(record))}; }}\n"
+    # one write per call: a command sent to the background (``&``) records beside the next one
+    prelude = (f"_rec() {{ local call; call=$(printf '%s\\037' \"$@\"); printf '%s\\n' \"$call\" "
+               f">> {shlex.quote(str(record))}; }}\n"
                + stubs + "command_not_found_handle() { _rec \"$@\"; }\n")
     paths = {w for w in re.findall(r"(?m)^\s*([\w.-]+/[\w./-]+)", script)}  # a script run by its path
     prelude += "".join(f'{p}() {{ _rec {shlex.quote(p)} "$@"; }}\n' for p in sorted(paths))
