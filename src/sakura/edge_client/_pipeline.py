@@ -9,7 +9,9 @@ are bounded: the fetcher is at most ``max_ahead`` encoded shards ahead of the de
 decoder at most ``max_ahead`` decoded shards ahead of the model, so memory stays bounded by the
 window, not the template.
 The first error of any stage stops every stage at once (downloads in flight are aborted by the
-transport's watchdog, nobody waits for them) and is raised to the caller; so is a cancel. Each
+transport's watchdog, nobody waits for them) and is raised to the caller; so is a cancel. One
+exception: where the phone can compute a shard, a download of it that the link or the server lets
+down is computed instead, and no request leaves after it (``docs/architecture.md``, the fetch stage). Each
 stage tells the app's progress callback (:mod:`~sakura.edge_client._progress`) what it records
 in the timeline, on its own thread; what the callback raises is that stage's error.
 
