@@ -12,7 +12,6 @@ import functools
 import json
 import subprocess
 import sys
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -21,10 +20,8 @@ import pytest
 
 from sakura.edge_client import EdgeSession, EditResult, RetryPolicy
 from sakura.edge_client._http.urls import UrlPolicy
-from sakura.edge_client.device import Device
 from sakura.edge_client.errors import ConfigError, EdgeError, RedirectError, ServerError, ShardCorrupt, TransportError
 from sakura.edge_client.policy import FixedPolicy
-from sakura.edge_client.timeline import Progress
 from sakura.platform import http_api
 from sakura.platform.errors import CodecError, SakuraError, UnknownModel
 from sakura.platform.images import load_image
@@ -271,56 +268,6 @@ def test_a_server_dripping_bytes_fails_within_a_few_timeouts(hostile, reference_
     # one download found too slow, or (several dripping at once) the edit's download deadline
     assert isinstance(outcome, TransportError) and ("too slow" in str(outcome) or "deadline" in str(outcome)), outcome
     assert tries <= FAST_RETRY.attempts
-
-
-SCENARIOS["unavailable-shard"] = when(is_shard, lambda s, h, path: send(h, 503, b"overloaded"))
-
-
-class _WaitsForAFailure(Device):
-    """A phone whose model asks for its first shard only once a download has failed (or, should
-    none ever fail, after ``patience_s``): the failure comes first on any machine, however fast
-    the model would have outrun it."""
-
-    def __init__(self, patience_s: float = 60.0) -> None:
-        self.failure, self.patience_s, self._first = threading.Event(), patience_s, True
-
-    def on_progress(self, event: Progress) -> None:
-        if event.kind == "failed":
-            self.failure.set()
-
-    def after_compute(self, seconds: float) -> None:
-        if self._first:
-            self._first = False
-            self.failure.wait(self.patience_s)
-
-
-LET_DOWN = ["unavailable-shard", "endless-shard", "bomb", "drip-shard"]
-SCENARIOS.update({f"computing-{name}": SCENARIOS[name] for name in LET_DOWN})  # requests counted apart
-
-
-@pytest.mark.parametrize("attacked", LET_DOWN)
-def test_a_computing_phone_finishes_alone_when_every_download_fails(hostile, reference_model, tmp_path, attacked):
-    """A phone that fetches every shard but can compute them: a download the link or the server
-    lets down (a 503, a body past its length, a payload that does not decode, a drip) does not fail
-    the edit. The shard is computed, the failure is in the timeline and told to the app, no shard
-    is asked for once one failed (those in flight may still arrive, verified), and with no shard
-    intact the image is the phone alone's."""
-    policy = FixedPolicy("compact")
-    policy.computes = True  # type: ignore[attr-defined]
-    device, scenario = _WaitsForAFailure(), f"computing-{attacked}"
-    outcome, tries = attack(hostile, scenario, reference_model, tmp_path, policy=policy, device=device,
-                            on_progress=device.on_progress, timeout_s=TIMEOUT_S)
-    assert isinstance(outcome, EditResult), outcome
-    requested = [r.path for r in hostile.requests(scenario)]
-    assert tries <= FAST_RETRY.attempts, requested
-    shards = outcome.timeline.shards
-    assert device.failure.is_set() and any(s.failed for s in shards), [s.failed for s in shards]
-    assert all(s.computed for s in shards if s.failed), outcome.levels
-    unasked = [s.index for s in shards if s.failed.startswith("not requested")]
-    assert unasked and not [p for p in requested for i in unasked if f"/shards/{i}/" in p], (unasked, requested)
-    if outcome.computed == list(range(6)):  # no shard arrived intact: the phone alone's image
-        alone, _ = attack(hostile, "genuine", reference_model, tmp_path / "alone", policy="on-device")
-        np.testing.assert_allclose(outcome.image, alone.image, atol=1e-6)
 
 
 def test_a_decode_bomb_is_refused_on_its_header(hostile, reference_model, tmp_path):
