@@ -342,7 +342,7 @@ class EditPipeline:
         compute it: a hybrid edit never fails where the phone alone would not (``docs/architecture.md``)."""
         with self.kv.cond:
             if self.template is None or index < self.template.frontier or self.stopped() \
-                    or self.fetcher.transport.pool.closed:
+                    or self.fetcher.transport.closed:
                 return False
             self._failed.add(index)
             self.timeline.shards[index].failed = why

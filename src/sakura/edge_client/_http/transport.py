@@ -175,9 +175,14 @@ class HttpTransport:
         self.pool.close()
         self.link.close()
 
+    @property
+    def closed(self) -> bool:
+        """The session closed it: nothing more may be sent."""
+        return self.pool.closed
+
     def _operation(self, what: str, cancel: CancelFlag | None, budget: NetworkBudget | None) -> Operation:
         return Operation(what, timeout_s=self.timeout_s, min_rate=self.min_rate, cancel=cancel, budget=budget,
-                         closed=lambda: self.pool.closed)
+                         closed=lambda: self.closed)
 
     def edit_budget(self) -> NetworkBudget:
         """A fresh per-edit deadline (see :class:`NetworkBudget`)."""
