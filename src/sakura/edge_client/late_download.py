@@ -5,7 +5,10 @@ is at the frontier of the template pass), the compute stage computes it instead 
 would be decoded later than computing it (every block from the frontier through it) would end;
 the download is abandoned. The rule is re-judged every :data:`LATE_CHECK_S` while the model waits,
 because a download that started well may stall: its rate is the slower of the one planned with
-and its mean since its first byte could come. A download that delivers nothing while the model
+and its mean since its first byte could come, once a byte has come (before that it has no rate of
+its own: a first byte a little later than the smoothed round trip, from jitter or a request queued
+behind another, once read as a rate of one byte a second and gave the download up at once, before
+the rule below could judge it). A download that delivers nothing while the model
 waits is expected to stall as long again as it has (the longer an outage has lasted, the longer it
 is likely to last), so the phone computes once it has waited about as long as computing would take:
 the rent-or-buy rule, never worse than twice the better choice made knowing the future. Without
@@ -41,12 +44,13 @@ def fetch_due(now: float, *, requested_at: float | None, rtt_s: float, planned_r
               left: int, decode_s: float, waiting: Waiting | None = None) -> float:
     """When a fetched shard would be decoded, judged at ``now``: its ``left`` bytes still to come
     (``received`` arrived) at ``planned_rate`` bytes/s or, once a round trip has passed since
-    ``requested_at``, at its mean rate so far if that is slower; a round trip first if it was not
+    ``requested_at`` and a byte has come, at its mean rate so far if that is slower; a round trip first if it was not
     requested yet; then ``decode_s``. A download that delivered nothing since the model began
     ``waiting`` (a round trip or a check ago at least) is expected to stall as long again first."""
     rate, stalled = planned_rate, 0.0
     if requested_at is not None and now - requested_at > rtt_s:
-        rate = min(rate, max(received, 1) / (now - requested_at - rtt_s))  # its mean so far
+        if received:  # no byte yet is no rate yet: the stall rule below judges a download that never starts
+            rate = min(rate, received / (now - requested_at - rtt_s))  # its mean so far
         if waiting is not None and received == waiting.received:
             since = max(waiting.since, requested_at + rtt_s)  # no byte can come sooner
             if now - since >= max(rtt_s, LATE_CHECK_S):

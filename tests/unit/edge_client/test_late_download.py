@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sakura.edge_client.late_download import Waiting, fetch_due
+from sakura.edge_client.late_download import LATE_CHECK_S, Waiting, fetch_due
 
 
 def test_a_download_not_yet_requested_costs_a_round_trip_then_its_bytes_at_the_planned_rate():
@@ -68,7 +68,21 @@ def test_a_stall_is_timed_from_a_round_trip_after_a_request_made_while_the_model
     # requested at 12.2: no byte could come before 12.25, so at 12.45 it has stalled for 0.2 s, not 0.45
     due = fetch_due(12.45, requested_at=12.2, rtt_s=0.05, planned_rate=1e6, received=0, left=1_000,
                     decode_s=0.0, waiting=waiting)
-    assert due == pytest.approx(12.45 + 0.2 + 1_000 / (1 / 0.2))
+    assert due == pytest.approx(12.45 + 0.2 + 1_000 / 1e6)  # stalled as long again, then the planned rate
+
+
+def test_a_download_with_no_byte_yet_has_no_rate_of_its_own_past_its_first_round_trip():
+    """Its first byte a little later than the round trip (jitter, a request queued behind another)
+    is not a rate of one byte a second: the planned rate judges it until the stall rule does."""
+    waiting = Waiting(since=10.0, received=0)
+    due = fetch_due(10.07, requested_at=10.0, rtt_s=0.05, planned_rate=1e6, received=0, left=1_000_000,
+                    decode_s=0.0, waiting=waiting)
+    assert due == pytest.approx(10.07 + 1.0)
+    # so a phone that computes the block in 1.5 s gives it up only once it has waited about 0.5 s for a byte
+    late = [t / 100 for t in range(1006, 1200) if fetch_due(
+        t / 100, requested_at=10.0, rtt_s=0.05, planned_rate=1e6, received=0, left=1_000_000, decode_s=0.0,
+        waiting=waiting) > t / 100 + 1.5]
+    assert late and 10.05 + 0.5 - LATE_CHECK_S <= late[0] <= 10.05 + 0.5 + LATE_CHECK_S
 
 
 def test_a_download_complete_but_for_its_decode_is_due_after_the_decode():
