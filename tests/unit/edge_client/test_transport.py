@@ -9,7 +9,7 @@ import pytest
 
 from sakura.edge_client import RetryPolicy
 from sakura.edge_client._http.transport import HttpTransport
-from sakura.edge_client.errors import ServerError, ShardCorrupt
+from sakura.edge_client.errors import RedirectError, ServerError, ShardCorrupt
 from sakura.emulation import TraceLink
 from sakura.emulation.traces import BandwidthTrace
 from sakura.platform.manifest import PhoneManifest
@@ -97,3 +97,32 @@ def test_trace_link_paces_a_download_exactly_as_the_trace_delivers_it(proxy):
     transport.download(path, sha256=loc.sha256, length=loc.length)
     assert clock.now() - start == pytest.approx(0.02 + loc.length * 8 / (rate_mbps * 1e6))
     assert len(clock.waits) > 2  # paced chunk by chunk, not as one lump
+
+
+@pytest.mark.parametrize("span", [
+    "bytes=\u0660-99", "bytes=0-\u0669\u0669", "bytes=0-\uff19\uff19", "bytes= 0-99", "bytes=+0-99", "bytes=0-9_9",
+    "bytes=00-99", "bytes=0-99-", "bytes=-1-98", "bytes=0-" + "9" * 16, "bytes=0-\u00b2",
+], ids=["arabic-indic-start", "arabic-indic-end", "fullwidth", "space", "plus", "underscore", "leading-zero",
+        "three-parts", "negative", "too-long", "superscript"])
+def test_an_x_sakura_range_is_canonical_ascii_decimal_or_a_redirect_error(span):
+    """What int() takes besides ASCII digits (other scripts' digits, a sign, a space, "_") is refused."""
+    from sakura.edge_client._http.responses import sakura_range
+
+    class Redirect:
+        def getheader(self, name, default=None):
+            return span if name == "X-Sakura-Range" else default
+
+    with pytest.raises(RedirectError, match="malformed X-Sakura-Range"):
+        sakura_range(Redirect(), 100)
+
+
+def test_a_canonical_x_sakura_range_is_the_payloads_span():
+    from sakura.edge_client._http.responses import sakura_range
+
+    class Redirect:
+        def getheader(self, name, default=None):
+            return "bytes=1000-1099" if name == "X-Sakura-Range" else default
+
+    assert sakura_range(Redirect(), 100) == (1000, 1099)
+    with pytest.raises(RedirectError, match="does not cover"):
+        sakura_range(Redirect(), 101)

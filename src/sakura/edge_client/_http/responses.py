@@ -14,7 +14,10 @@ from sakura.edge_client._http.deadlines import Operation, Retryable
 from sakura.edge_client._http.urls import Origin
 from sakura.edge_client.errors import RedirectError, ServerError
 from sakura.edge_client.link import Link
+from sakura.platform.layout import parse_number
 
+#: The most digits of an offset in ``X-Sakura-Range``: an object of up to a petabyte.
+_SPAN_DIGITS = 15
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_ERROR_BODY = 64 << 10
 
@@ -95,11 +98,12 @@ def sakura_range(resp: http.client.HTTPResponse, length: int) -> tuple[int, int]
     span = resp.getheader("X-Sakura-Range")
     if span is None:
         return None  # a plain redirect (e.g. to https): the target serves the shard itself
-    try:
-        start, end = (int(x) for x in span.removeprefix("bytes=").split("-"))
-    except ValueError:
-        raise RedirectError(f"redirect with a malformed X-Sakura-Range ({span[:80]!r})") from None
-    if start < 0 or end - start + 1 != length:
+    # canonical ASCII decimal only: int() also takes " 7", "+7", "7_0" and non-ASCII digits ("\u0667")
+    first, _, last = span.removeprefix("bytes=").partition("-")
+    start, end = parse_number(first, max_digits=_SPAN_DIGITS), parse_number(last, max_digits=_SPAN_DIGITS)
+    if start is None or end is None:
+        raise RedirectError(f"redirect with a malformed X-Sakura-Range ({span[:80]!r})")
+    if end - start + 1 != length:
         raise RedirectError(f"X-Sakura-Range {span[:80]!r} does not cover the manifest's {length} bytes")
     return start, end
 
