@@ -63,5 +63,21 @@ class AccessMiddleware:
     def _record(self, scope: Scope, status: int, size: int, elapsed: float) -> None:
         route = getattr(scope.get("route"), "path", UNMATCHED_ROUTE)
         self.metrics.request(route, status, size, elapsed)
-        fields = (scope["method"], scope["path"][:MAX_TARGET_BYTES], status, size, round(elapsed * 1000, 2), route)
+        method, path = loggable(scope["method"]), loggable(scope["path"][:MAX_TARGET_BYTES])
+        fields = (method, path, status, size, round(elapsed * 1000, 2), route)
         access_log.info("%s %s %s %d B %.2f ms", *fields[:5], extra=dict(zip(ACCESS_FIELDS, fields)))
+
+
+def loggable(text: str) -> str:
+    """``text`` as one field of a log line: every character that is not printable (a line break,
+    an escape sequence, U+2028), a space and a backslash written as Python escapes them
+    (``\\n``, ``\\x20``, ``\\\\``), so what a client sent (``%0A`` or ``%20`` in a path) can
+    neither forge a line of a plain-text log nor a field of one, and an escape it typed stays
+    apart from one made here; other text as it is."""
+    if text.isprintable() and " " not in text and "\\" not in text:
+        return text
+    return "".join(c if c.isprintable() and c not in " \\" else _escaped(c) for c in text)
+
+
+def _escaped(char: str) -> str:
+    return "\\x20" if char == " " else char.encode("unicode_escape").decode("ascii")

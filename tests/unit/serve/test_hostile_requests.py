@@ -133,3 +133,18 @@ def test_a_page_parameter_given_twice_is_a_400(client, query, code):
     r = client.get(f"{http_api.CATALOGUE}?{query}")
     assert r.status_code == 400 and r.json()["code"] == code, r.text
     assert client.get(http_api.CATALOGUE).status_code == 200
+
+
+@pytest.mark.parametrize("path, logged", [
+    ("/v1/templates/tpl%0A127.0.0.1%20GET%20/v1/templates%20200/versions",
+     r"/v1/templates/tpl\n127.0.0.1\x20GET\x20/v1/templates\x20200/versions"),
+    ("/v1/templates/a%0Db%1B%5B2Kc%E2%80%A8d/versions", r"/v1/templates/a\rb\x1b[2Kc\u2028d/versions"),
+    ("/v1/templates/a%5Cnb/versions", r"/v1/templates/a\\nb/versions"),  # a typed "\n" is not a line break's
+], ids=["forged-line", "carriage-return-escape-separator", "typed-backslash"])
+def test_what_a_client_puts_in_a_path_never_forges_a_line_or_field_of_the_access_log(client, caplog, path, logged):
+    with caplog.at_level("INFO", logger="ray.serve.sakura.access"):
+        status = client.get(path).status_code
+    (record,) = [r for r in caplog.records if r.name == "ray.serve.sakura.access"]
+    line = record.getMessage()
+    assert line.isprintable() and line.split(" ")[:3] == ["GET", logged, str(status)]
+    assert record.http_path == logged
