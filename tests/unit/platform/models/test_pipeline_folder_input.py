@@ -77,6 +77,25 @@ def test_a_component_class_that_is_no_loadable_class_is_a_pipeline_error(tmp_pat
 
 
 
+@pytest.mark.parametrize("config", [
+    {"layers_per_block": "x"}, {"in_channels": [3]}, {"act_fn": 5}, {"down_block_types": [None]},
+    {"norm_num_groups": 0}, {"latent_channels": -1},
+], ids=["a-string-for-a-count", "a-list-for-a-count", "a-number-for-a-name", "null-for-a-name", "zero-groups",
+        "negative-size"])
+def test_a_component_config_of_the_wrong_types_or_values_is_a_pipeline_error_naming_it(tmp_path, config):
+    """What the library's constructors make of it (TypeError, AttributeError, ZeroDivisionError,
+    torch's RuntimeError) is the module's typed error, naming the component's folder."""
+    from safetensors.torch import save_file
+
+    folder = PipelineFolder.read(_index(tmp_path / "pipe", {"_class_name": "X", "vae": ["diffusers", "AutoencoderKL"]}))
+    (folder.path / "vae").mkdir()
+    (folder.path / "vae" / "config.json").write_text(json.dumps({"_class_name": "AutoencoderKL", **config}))
+    save_file({}, str(folder.path / "vae" / "diffusion_pytorch_model.safetensors"))
+    with pytest.raises(PipelineError, match="cannot load AutoencoderKL") as err:
+        folder.load("vae")
+    assert str(err.value).startswith(str(folder.path / "vae")) and len(str(err.value)) < 600
+
+
 def toy_adapter(folder: PipelineFolder, components: dict, dtype) -> dict:
     """The adapter of the toy pipeline class below: what it was given."""
     return components

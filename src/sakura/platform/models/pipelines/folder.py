@@ -95,8 +95,14 @@ class PipelineFolder:
             kwargs["low_cpu_mem_usage"] = False  # the default wants the accelerate package; no gain at load
         try:
             return component_class.from_pretrained(self.path / name, **kwargs)
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
-            raise PipelineError(f"{self.path / name}: cannot load {class_name}: {str(exc).splitlines()[0]}") from exc
+        except torch.OutOfMemoryError:
+            raise  # the accelerator's memory, no fault of the folder
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ArithmeticError, RuntimeError) as exc:
+            # a config.json of the wrong types or values fails inside the library's constructors: a
+            # string for a number (TypeError), a number for a name (AttributeError), a group count of
+            # 0 (ZeroDivisionError), a negative size (torch's RuntimeError)
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise PipelineError(f"{self.path / name}: cannot load {class_name}: {first[:300]}") from exc
 
 
 def read_json(path: Path) -> Any:
