@@ -9,8 +9,9 @@ itself inside the folder (no ``..``, no planted symlink), else :class:`CachePath
 
 Writes are atomic and best effort: temp file, fsync, rename; an ``OSError`` (disk full,
 permissions) is logged and the write returns False. Reads are verified (a shard or an object
-against the manifest's sha256, a manifest against the checksum stored with it); a bad or unreadable file is a
-miss, and a bad one is deleted.
+against the manifest's sha256, a manifest against the checksum stored with it), and a file of
+another size than the manifest's length is dropped before a byte of it is read; a bad or
+unreadable file is a miss, and a bad one is deleted.
 
 One folder, one cache: every :class:`ShardCache` opened on a folder in a process shares one state
 and one budget (the smallest any open handle asked for). Across processes an exclusive ``flock``
@@ -73,16 +74,22 @@ class ShardCache:
     def levels(self, template: str, version: int, index: int) -> list[str]:
         return self._folder.levels(self._version_dir(template, version), files.check_index(index))
 
-    def read(self, template: str, version: int, index: int, level: str, sha256: str) -> bytes | None:
-        return self._folder.read(self._path(template, version, files.shard_name(index, level)), _sha256_is(sha256))
+    def read(self, template: str, version: int, index: int, level: str, sha256: str,
+             length: int | None = None) -> bytes | None:
+        """A shard if it verifies against ``sha256`` and, when given, the manifest's ``length``: a
+        file of any other size is a miss without a byte of it read."""
+        path = self._path(template, version, files.shard_name(index, level))
+        return self._folder.read(path, _sha256_is(sha256), length)
 
     def has_object(self, template: str, version: int, name: str) -> bool:
         """Whether a context or source object is kept (unverified until :meth:`read_object`)."""
         return self._folder.has(self._path(template, version, files.object_name(name)))
 
-    def read_object(self, template: str, version: int, name: str, sha256: str) -> bytes | None:
-        """A context or source object (still encoded) if it verifies against ``sha256``."""
-        return self._folder.read(self._path(template, version, files.object_name(name)), _sha256_is(sha256))
+    def read_object(self, template: str, version: int, name: str, sha256: str,
+                    length: int | None = None) -> bytes | None:
+        """A context or source object (still encoded) if it verifies against ``sha256`` (and
+        ``length``, as :meth:`read`)."""
+        return self._folder.read(self._path(template, version, files.object_name(name)), _sha256_is(sha256), length)
 
     def read_manifest(self, template: str, version: int) -> bytes | None:
         """The cached manifest if its stored checksum verifies; a bad one is deleted (refetch it)."""
@@ -224,11 +231,16 @@ class _Folder:
         with self.lock:
             return path in self.files
 
-    def read(self, path: Path, verify: Callable[[bytes], bytes | None]) -> bytes | None:
+    def read(self, path: Path, verify: Callable[[bytes], bytes | None], length: int | None = None) -> bytes | None:
+        """``path``'s bytes if ``verify`` takes them; a file whose size is not ``length`` (when
+        given: what the manifest says the object has) is dropped unread, whatever size it has."""
         with self.lock:
             if path not in self.files:
                 return None
             size = self.files.cost(path)
+            if length is not None and size != length:
+                self._delete(path)  # never the object asked for: not worth reading (a planted file of gigabytes)
+                return None
             try:
                 data = files.read_at_most(path, size)
             except OSError as exc:

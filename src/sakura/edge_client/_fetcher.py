@@ -127,8 +127,8 @@ class ShardFetcher:
     def _from_cache(self, index: int, level: str) -> bytes | None:
         if self.cache is None or level not in self.cached_levels(index):
             return None
-        sha = self.hashes.sha256(index, level)
-        return self.cache.read(self.manifest.template_id, self.manifest.version, index, level, sha)
+        sha, length = self.hashes.sha256(index, level), self.manifest.shards[index].levels[level].length
+        return self.cache.read(self.manifest.template_id, self.manifest.version, index, level, sha, length)
 
     def _near_end_in(self, nbytes: int, bytes_per_s: float, rtt_s: float) -> float:
         """Seconds from now to a round trip before the last byte of a response of ``nbytes`` asked

@@ -106,6 +106,49 @@ def test_a_cached_file_grown_past_its_counted_size_is_read_no_further_than_that(
     assert reads == [len(DATA) + 1] and not shard.exists()
 
 
+@pytest.mark.parametrize("name", ["0.full", "object-prompt_embeds.zst"])
+def test_a_cached_file_of_another_size_than_the_manifest_says_is_a_miss_never_read(tmp_path, reads, name):
+    """Counted at start-up as it is (a file planted while no process had the folder), a file larger
+    than the object the manifest lists is dropped without a byte of it read."""
+    folder = tmp_path / "cache" / "tpl" / "1"
+    folder.mkdir(parents=True)
+    (folder / name).write_bytes(DATA + b"x" * (1 << 20))
+    cache = ShardCache(tmp_path / "cache", 1 << 30)
+    read = {"0.full": lambda: cache.read("tpl", 1, 0, "full", sha(DATA), len(DATA)),
+            "object-prompt_embeds.zst": lambda: cache.read_object("tpl", 1, "prompt_embeds", sha(DATA), len(DATA))}
+    try:
+        assert cache.used_bytes == len(DATA) + (1 << 20)
+        assert read[name]() is None and reads == [] and not (folder / name).exists() and cache.used_bytes == 0
+        (folder / name).write_bytes(DATA[:-1])  # shorter: the same
+        assert read[name]() is None and reads == []
+    finally:
+        cache.close()
+
+
+def test_a_shard_the_phone_kept_is_read_no_further_than_the_manifests_length(
+    proxy, reference_model, tmp_path, phone_manifest, monkeypatch
+):
+    """An edit asks its cache for each kept shard with the manifest's length: a planted shard of a
+    megabyte is never read, and the shard is fetched again."""
+    cache_dir = tmp_path / "cache"
+    with EdgeSession(proxy.url, cache_dir=cache_dir, models=lambda _: reference_model) as session:
+        session.edit(load_image(PHOTO), "portrait", version=1, policy="fixed-compact")
+    kept = sorted((cache_dir / "portrait" / "1").glob("*.compact"))
+    assert kept
+    for shard in kept:
+        shard.write_bytes(b"x" * (1 << 20))  # planted while no process has the folder
+    asked: list[int] = []
+    real = files.read_at_most
+    monkeypatch.setattr(files, "read_at_most", lambda path, size: asked.append(size) or real(path, size))
+    fetched = len(proxy.requests)
+    with EdgeSession(proxy.url, cache_dir=cache_dir, models=lambda _: reference_model) as session:
+        result = session.edit(load_image(PHOTO), "portrait", version=1, policy="fixed-compact")
+    assert isinstance(result, EditResult)
+    assert all(size < 1 << 20 for size in asked), asked  # no planted shard was read
+    shards = [r.path for r in proxy.requests[fetched:] if "/shards/" in r.path]
+    assert len(shards) == len(kept)  # each fetched again
+
+
 @pytest.mark.parametrize("keep", [0, 1, len(DATA) - 1])
 def test_a_cached_file_cut_short_is_a_miss_and_is_deleted(cache, tmp_path, reads, keep):
     for path, read in ((tmp_path / "cache" / "tpl" / "1" / "0.full",
