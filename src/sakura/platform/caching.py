@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from sakura.platform.integrity import matches, write_atomic
+from sakura.platform.integrity import matches, read_regular, write_atomic
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -214,15 +214,18 @@ class DiskCache:
     def used(self) -> int:
         return self._budget.used
 
-    def get(self, sha256: str) -> bytes | None:
+    def get(self, sha256: str, length: int) -> bytes | None:
+        """The bytes named ``sha256`` if they are still the ``length`` bytes that hash to it: read
+        no further than ``length + 1`` bytes, only from a regular file (a file grown since, or a
+        link or FIFO swapped in, is dropped unread past that)."""
         with self._lock:
             if not self._budget.touch(sha256):
                 return None
         try:
-            data = self._path(sha256).read_bytes()
+            data: bytes | None = read_regular(self._path(sha256), length, follow_links=False)
         except OSError:
             data = None
-        if data is None or not matches(data, sha256):
+        if data is None or not matches(data, sha256, length):
             with self._lock:
                 self._budget.drop(sha256)
             self._path(sha256).unlink(missing_ok=True)

@@ -212,7 +212,7 @@ class ShardReader:
         if data is not None:
             self.metrics.tier_hit("memory")
             return Shard(data, sha, "memory")
-        if self.disk is not None and (data := self.disk.get(sha)) is not None:
+        if self.disk is not None and (data := self.disk.get(sha, ref.location.length)) is not None:
             self.metrics.tier_hit("disk")
             self.memory.put(sha, data)
             return Shard(data, sha, "disk")

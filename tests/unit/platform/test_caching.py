@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tracemalloc
 
 import pytest
 
@@ -70,10 +71,27 @@ def test_disk_entries_are_verified_on_read_and_rot_is_dropped(tmp_path):
     cache = DiskCache(tmp_path, 100)
     data = b"payload"
     cache.put(sha(data), data)
-    assert cache.get(sha(data)) == data
+    assert cache.get(sha(data), len(data)) == data
     (tmp_path / f"{sha(data)}.bin").write_bytes(b"rotten!")
-    assert cache.get(sha(data)) is None and not (tmp_path / f"{sha(data)}.bin").exists() and cache.used == 0
+    assert cache.get(sha(data), len(data)) is None and not (tmp_path / f"{sha(data)}.bin").exists() and cache.used == 0
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]  # writes left no temp file
+
+
+def test_a_disk_entry_grown_past_its_length_is_read_no_further_and_dropped(tmp_path):
+    """A file grown after it was cached is read no further than the length the manifest gives
+    (plus one byte), and dropped."""
+    cache = DiskCache(tmp_path, 100)
+    data = b"payload"
+    cache.put(sha(data), data)
+    with open(tmp_path / f"{sha(data)}.bin", "ab") as f:
+        f.write(b"x" * (4 << 20))
+    tracemalloc.start()
+    try:
+        assert cache.get(sha(data), len(data)) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20 and not (tmp_path / f"{sha(data)}.bin").exists() and cache.used == 0
 
 
 def test_a_restarted_disk_cache_adopts_its_files_oldest_first_within_budget(tmp_path):
@@ -84,9 +102,9 @@ def test_a_restarted_disk_cache_adopts_its_files_oldest_first_within_budget(tmp_
         os.utime(tmp_path / f"{sha(blob)}.bin", (1000 + i, 1000 + i))
     again = DiskCache(tmp_path, 80)  # room for two: the oldest file goes
     assert again.used == 80 and not (tmp_path / f"{sha(blobs[0])}.bin").exists()
-    assert again.get(sha(blobs[2])) == blobs[2]
+    assert again.get(sha(blobs[2]), 40) == blobs[2]
     again.put(sha(b"n" * 40), b"n" * 40)  # blobs[1] is now the least recently used
-    assert again.get(sha(blobs[1])) is None and again.get(sha(blobs[2])) == blobs[2]
+    assert again.get(sha(blobs[1]), 40) is None and again.get(sha(blobs[2]), 40) == blobs[2]
 
 
 def test_a_plan_changes_nothing_counts_what_the_caller_frees_and_never_names_the_incoming_entry():
