@@ -58,3 +58,14 @@ def test_paging_folders_by_cursor_returns_each_once_in_folder_order(store, limit
         pages += page
         after = page[-1]
     assert pages == sorted(NAMES, key=lambda n: n + "/")
+
+
+@pytest.mark.parametrize("cursor", ["f" + "-" * 127, "face-swap" + "-x" * 59, "face" + "-" * 60 + "swap"])
+def test_a_cursor_of_many_prefixes_gives_the_page_every_server_agrees_on(store, cursor):
+    """Past a few prefixes a listing asks only about those a key shares (found by bisection): on a
+    server that lists by entry name those it finds are the page's first folders all the same."""
+    for name in NAMES:
+        store.put(f"p/{name}/manifest.json", b"x")
+    for limit in (1, 3, 1000):
+        assert store.list_folders("p/", after=cursor, limit=limit) == ObjectStore.list_folders(
+            store, "p/", after=cursor, limit=limit)

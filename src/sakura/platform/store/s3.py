@@ -30,6 +30,9 @@ from sakura.platform.store.base import (
 _TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling",
                     "ConditionalRequestConflict", "503", "500", "502", "504"}
 _MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
+#: A cursor with at most this many :func:`cursor_prefixes` has each asked about at once (a template
+#: id rarely has more "-" or "." in it); past it, first whether any key begins with them.
+_DIRECT_PROBES = 4
 
 
 #: The query keys an s3:// URI may carry.
@@ -114,7 +117,7 @@ class S3Store(ObjectStore):
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, "Delimiter": "/",
                                   "MaxKeys": min(limit + 1, 1000)}
         with self._errors(prefix or "/"):
-            names = {p for p in cursor_prefixes(after) if self._has_folder(full + p + "/")}
+            names = self._cursor_folders(full, after)
             if after:
                 kwargs["StartAfter"] = full + after
             while True:
@@ -127,7 +130,25 @@ class S3Store(ObjectStore):
                     return chosen
                 kwargs["ContinuationToken"] = page["NextContinuationToken"]
 
-    def _has_folder(self, full_prefix: str) -> bool:
+    def _cursor_folders(self, full: str, after: str) -> set[str]:
+        """Which of ``after``'s :func:`cursor_prefixes` are folders: a request each, for those that
+        begin some key only. A cursor is the client's word ("a-a-a-...": up to 127 prefixes), so past
+        :data:`_DIRECT_PROBES` of them a request for the longest, then a bisection, finds those (each
+        prefix extends the one before: they are a leading run). A request costs what the store's own
+        names allow (one per prefix a key shares, ``log2(prefixes) + 1`` more), never what the
+        cursor's length asks; a cursor the service handed out, all of whose prefixes begin its own
+        folder's keys, pays the one request for the longest."""
+        prefixes = cursor_prefixes(after)
+        if len(prefixes) > _DIRECT_PROBES and not self._has_key(full + prefixes[-1]):
+            live, dead = 0, len(prefixes) - 1  # prefixes[:live] may begin keys, prefixes[dead:] do not
+            while live < dead:
+                mid = (live + dead) // 2
+                live, dead = (mid + 1, dead) if self._has_key(full + prefixes[mid]) else (live, mid)
+            prefixes = prefixes[:live]
+        return {p for p in prefixes if self._has_key(full + p + "/")}
+
+    def _has_key(self, full_prefix: str) -> bool:
+        """Whether some key begins with ``full_prefix`` (one request, whatever the listing order)."""
         return bool(self._client.list_objects_v2(Bucket=self.bucket, Prefix=full_prefix, MaxKeys=1).get("KeyCount"))
 
     def delete(self, key: str) -> None:
