@@ -28,7 +28,7 @@ from sakura.edge_client._pipeline import EditPipeline
 from sakura.edge_client._result import EditResult
 from sakura.edge_client._shard_hashes import ShardHashes
 from sakura.edge_client._template_kv import TemplateComputer
-from sakura.edge_client._validation import MAX_EDIT_STEPS, accept_manifest, check_request
+from sakura.edge_client._validation import MAX_EDIT_STEPS, accept_manifest, check_request, made_fits
 from sakura.edge_client.device import Device
 from sakura.edge_client.errors import EditCancelled, WrongModel, raises_edge_errors
 from sakura.edge_client.estimator import BandwidthEstimator
@@ -196,7 +196,7 @@ class EdgeSession:
             template, version, e.name)) for e in entries]
         if self.encode_prompts and entries and not all(have) and adapter.encodes_prompt:
             made = self.cache.read_made(template, version, MADE_CONTEXT) if self.cache is not None else None
-            if made is not None and set(made) == {e.name for e in entries}:
+            if made is not None and made_fits(made, {e.name: tuple(e.shape) for e in entries}):
                 return made, 0.0
             if encode_on_phone(sum(e.length for e in entries), self.compute_model.prepare_s(model, PROMPT),
                                self.estimator.estimate(), self.estimator.rtt_s):
@@ -220,7 +220,8 @@ class EdgeSession:
                       bundled: dict[str, bytes]) -> bytes:
         """An object's verified bytes: kept on the phone, bundled with the manifest, else downloaded (and kept)."""
         template, version = manifest.template_id, manifest.version
-        data = None if self.cache is None else self.cache.read_object(template, version, entry.name, entry.sha256)
+        data = None if self.cache is None else self.cache.read_object(template, version, entry.name, entry.sha256,
+                                                                       entry.length)
         if data is None:
             data = bundled.get(f"{kind}/{entry.name}")
             if data is None or hashlib.sha256(data).hexdigest() != entry.sha256:  # not bundled, or damaged
@@ -240,7 +241,7 @@ class EdgeSession:
         template, version = manifest.template_id, manifest.version
         image = next((e for e in manifest.images if e.name == TEMPLATE_IMAGE), None)
         made = self.cache.read_made(template, version, MADE_SOURCE) if self.cache is not None else None
-        if made is not None:
+        if made is not None and made_fits(made, adapter.source_limits()):
             return lambda: made, 0.0
         kept = self.cache is not None and bool(manifest.source) and all(
             self.cache.has_object(template, version, e.name) for e in manifest.source)
@@ -268,7 +269,8 @@ class EdgeSession:
         template, version = manifest.template_id, manifest.version
 
         def load() -> bytes:
-            data = None if self.cache is None else self.cache.read_object(template, version, SHARD_HASHES, ref.sha256)
+            data = None if self.cache is None else self.cache.read_object(template, version, SHARD_HASHES, ref.sha256,
+                                                                           ref.length)
             if data is None:
                 data = self._download_object(http_api.hashes_path(template, version), ref, cancel)
                 if self.cache is not None:

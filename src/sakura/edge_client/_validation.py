@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from sakura.platform.codec import max_payload_bytes
 from sakura.platform.context import max_encoded_bytes
 from sakura.platform.kv import KVGeometry
@@ -100,3 +102,16 @@ def _check_objects(entries: list[PhoneObject], limits: dict[str, tuple[int, ...]
         if entry.length > max_encoded_bytes(tuple(entry.shape), entry.dtype, entry.encoding):
             raise ManifestError(f"{what} {entry.name!r} claims {entry.length} bytes, more than "
                                 f"any encoding of {tuple(entry.shape)} {entry.dtype}")
+
+
+def made_fits(made: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]) -> bool:
+    """Arrays the phone made itself and kept (a template's source or its prompt's embeddings) are
+    exactly the objects ``shapes`` names, each of its shape, finite: a kept file that passed its own
+    sha256 but is not (tampering, or an app update that changed what the model makes) is a cache
+    miss, made again, never an error of the edit (the cache never fails one)."""
+    if set(made) != set(shapes):
+        return False
+    return all(tuple(made[name].shape) == tuple(shape) and made[name].dtype.kind in "fiu"
+               and (made[name].dtype.kind != "f" or bool(np.isfinite(made[name]).all()))
+               for name, shape in shapes.items())
+

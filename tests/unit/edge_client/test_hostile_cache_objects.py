@@ -26,13 +26,14 @@ from sakura.edge_client import EdgeSession
 from sakura.edge_client import _cache_files as files
 from sakura.edge_client._cache import ShardCache
 from sakura.edge_client._session import MADE_SOURCE
-from sakura.edge_client.errors import CachePathError, WrongModel
+from sakura.edge_client._validation import made_fits
+from sakura.edge_client.errors import CachePathError
 from sakura.platform.context import CONTEXT_NAME_PATTERN
 from sakura.platform.images import load_image
 from sakura.platform.layout import InvalidName
 from tests.hypothesis_seed import name_the_seed, per_run_seed
 from tests.unit.edge_client.test_cache_paths import files_outside
-from tests.unit.edge_client.test_session import PHOTO
+from tests.unit.edge_client.test_session import PHOTO, exact_output
 
 FUZZ = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -228,15 +229,19 @@ def test_a_genuine_made_object_still_unpacks(cache):
     assert np.array_equal(cache.read_made("tpl", 1, MADE_SOURCE)["f"], fortran)
 
 
-def test_a_forged_made_source_of_another_shape_is_never_computed_from(proxy, reference_model, tmp_path):
-    """Arrays of the right name and a wrong shape, behind a sha256 that matches: the model's check
-    of its source refuses them on the compute stage, a typed error, and nothing is fetched for it."""
+def test_a_forged_made_source_of_another_shape_is_a_miss_made_again(proxy, reference_model, tmp_path):
+    """Arrays of the right name and a wrong shape, behind a sha256 that matches (tampering, or an
+    app update that changed what the model makes): a cache miss, never an error of the edit; the
+    phone makes the source again from the template's image and keeps that instead."""
     cache_dir = tmp_path / "cache"
     planted = ShardCache(cache_dir, 1 << 30)
     assert planted.write_made("portrait", 1, MADE_SOURCE, {"template_cells": np.zeros((1, 1), np.float32)})
     planted.close()
     with EdgeSession(proxy.url, cache_dir=cache_dir, models=lambda _: reference_model) as session:
-        with pytest.raises(WrongModel, match="template_cells"):
-            session.edit(load_image(PHOTO), "portrait", version=1, policy="on-device")
-    assert not any("/source/" in r.path for r in proxy.requests)
+        result = session.edit(load_image(PHOTO), "portrait", version=1, policy="on-device", seed=1)
+    np.testing.assert_array_equal(result.image, exact_output(reference_model, "portrait", PHOTO, seed=1))
+    kept = ShardCache(cache_dir, 1 << 30)
+    remade = kept.read_made("portrait", 1, MADE_SOURCE)
+    kept.close()
+    assert remade is not None and made_fits(remade, reference_model.source_limits())
     assert files_outside(tmp_path, cache_dir) == []
