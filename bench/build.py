@@ -41,7 +41,7 @@ def write_spec(folder: Path, count: int) -> Path:
 
 def timed_build(spec: Path, model: str, workers: int, store: str) -> float:
     args = build.parse_args(["--spec", str(spec), "--model", model, "--store", store, "--workers", str(workers),
-                             "--cpus-per-worker", "1"])
+                             "--cpus-per-worker", "1", "--create"])  # a fresh library each run
     spec_obj, settings, library, fingerprint = build.preflight(args)
     _, jobs = build.plan(spec_obj, settings, library, fingerprint)
     start = time.perf_counter()
