@@ -1,14 +1,14 @@
 """The client an app embeds: ``EdgeSession(server_url).edit(image, template)``.
 
 It fetches the template's manifest, checks it was built for the model on this device and that
-everything in it fits that model (:mod:`~sakura.edge_client._validation`), and runs the model's
-replay path while the pipeline streams shards in at the levels the policy picks. Only template
+everything in it fits that model (:mod:`~sakura.edge_client._validation`), takes the objects an
+edit needs besides the shards (:mod:`~sakura.edge_client._objects`), and runs the model's replay
+path while the pipeline streams shards in at the levels the policy picks. Only template
 id, version, shard index and level leave the device: the photo never does.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,49 +17,34 @@ from pathlib import Path
 import numpy as np
 
 from sakura.edge_client._cache import ShardCache
-from sakura.edge_client._compute_model import PROMPT, SOURCE, ComputeModel
+from sakura.edge_client._compute_model import ComputeModel
 from sakura.edge_client._fetcher import ShardFetcher
 from sakura.edge_client._first_shard import FirstShard
 from sakura.edge_client._http.transport import MIN_USEFUL_RATE, HttpTransport
 from sakura.edge_client._http.urls import UrlPolicy
 from sakura.edge_client._link_meter import LinkMeter
 from sakura.edge_client._models import ModelLoads
+from sakura.edge_client._objects import VersionObjects
 from sakura.edge_client._pipeline import EditPipeline
 from sakura.edge_client._result import EditResult
 from sakura.edge_client._shard_hashes import ShardHashes
 from sakura.edge_client._template_kv import TemplateComputer
-from sakura.edge_client._validation import MAX_EDIT_STEPS, accept_manifest, check_request, made_fits
+from sakura.edge_client._validation import MAX_EDIT_STEPS, accept_manifest, check_request
 from sakura.edge_client.device import Device
 from sakura.edge_client.errors import EditCancelled, WrongModel, raises_edge_errors
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.link import Link
-from sakura.edge_client.planning import encode_on_phone
 from sakura.edge_client.policy import LevelPolicy, asks_first_shard, make_policy
 from sakura.edge_client.timeline import Progress
 from sakura.platform import http_api, layout
-from sakura.platform.context import decode_context
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import fit_image
 from sakura.platform.kv import KVPair, ShardKey
-from sakura.platform.manifest import (
-    MAX_MANIFEST_BYTES,
-    ManifestError,
-    PhoneHashes,
-    PhoneImage,
-    PhoneManifest,
-    PhoneModel,
-    PhoneObject,
-)
+from sakura.platform.manifest import MAX_MANIFEST_BYTES, ManifestError, PhoneManifest, PhoneModel
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_named_model
 from sakura.platform.retry import RetryPolicy
-from sakura.platform.template_image import TEMPLATE_IMAGE, decode_published
 
 DEFAULT_CACHE_BUDGET = 256 << 20
-#: The names the phone keeps what it made itself for a version under (no adapter's object's): the
-#: source from the template's image, the context objects from its prompt.
-MADE_SOURCE, MADE_CONTEXT = "made_source", "made_context"
-#: The name the phone keeps a version's shard hashes object under (``PhoneManifest.shard_hashes``).
-SHARD_HASHES = "shard_hashes"
 
 
 class EdgeSession:
@@ -99,6 +84,7 @@ class EdgeSession:
         self.max_steps = max_steps
         self.encode_prompts = encode_prompts
         self._models = ModelLoads(models)
+        self._objects = VersionObjects(self)  # the version's objects, through this session's link and cache
 
     def __enter__(self) -> EdgeSession:
         return self
@@ -175,118 +161,19 @@ class EdgeSession:
         """The template's context objects (e.g. prompt embeddings), verified and decoded; the
         manifest was checked against the model first, so their shapes are ones it takes.
         ``bundled``: encoded objects that came with the manifest (:meth:`preamble`)."""
-        return self._objects(manifest, "context", http_api.context_path, cancel, bundled or {})
+        return self._objects.decoded(manifest, "context", http_api.context_path, cancel, bundled or {})
 
     @raises_edge_errors
     def source(self, manifest: PhoneManifest, *, cancel: threading.Event | None = None,
                bundled: dict[str, bytes] | None = None) -> dict[str, np.ndarray]:
         """What the model computes the template KV from (``ModelAdapter.template_source``),
         verified and decoded like :meth:`context`; the manifest was checked against the model first."""
-        return self._objects(manifest, "source", http_api.source_path, cancel, bundled or {})
-
-    def _edit_context(self, manifest: PhoneManifest, adapter: ModelAdapter, cancel: threading.Event | None,
-                      bundled: dict[str, bytes]) -> tuple[dict[str, np.ndarray], float]:
-        """The context objects an edit replays with, and the seconds spent encoding them here: kept
-        or bundled ones as they are (the phone keeps what it encoded, like what it fetched); else,
-        with ``encode_prompts`` and a model that holds its text encoder, the prompt's embeddings
-        computed here when the timing model says so; else fetched."""
-        entries, model = manifest.context, manifest.model.name
-        template, version = manifest.template_id, manifest.version
-        have = [f"context/{e.name}" in bundled or (self.cache is not None and self.cache.has_object(
-            template, version, e.name)) for e in entries]
-        if self.encode_prompts and entries and not all(have) and adapter.encodes_prompt:
-            made = self.cache.read_made(template, version, MADE_CONTEXT) if self.cache is not None else None
-            if made is not None and made_fits(made, {e.name: tuple(e.shape) for e in entries}):
-                return made, 0.0
-            if encode_on_phone(sum(e.length for e in entries), self.compute_model.prepare_s(model, PROMPT),
-                               self.estimator.estimate(), self.estimator.rtt_s):
-                started = time.monotonic()
-                context = adapter.prompt_context(manifest.prompt)
-                encode_s = time.monotonic() - started
-                self.compute_model.observe_prepare(model, PROMPT, encode_s)
-                if self.cache is not None:
-                    self.cache.write_made(template, version, MADE_CONTEXT, context)
-                return context, encode_s
-        return self.context(manifest, cancel=cancel, bundled=bundled), 0.0
-
-    def _objects(self, manifest: PhoneManifest, kind: str, path_of: Callable[[str, int, str], str],
-                 cancel: threading.Event | None, bundled: dict[str, bytes]) -> dict[str, np.ndarray]:
-        return {entry.name: decode_context(self._object_bytes(manifest, kind, entry, path_of, cancel, bundled),
-                                           tuple(entry.shape), entry.dtype, entry.encoding)
-                for entry in getattr(manifest, kind)}
-
-    def _object_bytes(self, manifest: PhoneManifest, kind: str, entry: PhoneObject | PhoneImage,
-                      path_of: Callable[[str, int, str], str], cancel: threading.Event | None,
-                      bundled: dict[str, bytes]) -> bytes:
-        """An object's verified bytes: kept on the phone, bundled with the manifest, else downloaded (and kept)."""
-        template, version = manifest.template_id, manifest.version
-        data = None if self.cache is None else self.cache.read_object(template, version, entry.name, entry.sha256,
-                                                                       entry.length)
-        if data is None:
-            data = bundled.get(f"{kind}/{entry.name}")
-            if data is None or hashlib.sha256(data).hexdigest() != entry.sha256:  # not bundled, or damaged
-                data = self._download_object(path_of(template, version, entry.name), entry, cancel)
-            if self.cache is not None:
-                self.cache.write_object(template, version, entry.name, data)
-        return data
-
-    def _template_source(self, manifest: PhoneManifest, adapter: ModelAdapter, cancel: threading.Event | None,
-                         bundled: dict[str, bytes]) -> tuple[Callable[[], dict[str, np.ndarray]], float]:
-        """What makes the template's source when the phone first computes a block: the source
-        this phone made for the version before, or the source objects when they are kept here
-        already or the version has no image; else the template's JPEG (kept, bundled or fetched
-        now), which the model's own image codec turns into the source then, on the compute stage
-        (a fraction of a second on the phone, for a fourth to a sixth of the objects' bytes), and
-        which the phone keeps. With the seconds that is predicted to take."""
-        template, version = manifest.template_id, manifest.version
-        image = next((e for e in manifest.images if e.name == TEMPLATE_IMAGE), None)
-        made = self.cache.read_made(template, version, MADE_SOURCE) if self.cache is not None else None
-        if made is not None and made_fits(made, adapter.source_limits()):
-            return lambda: made, 0.0
-        kept = self.cache is not None and bool(manifest.source) and all(
-            self.cache.has_object(template, version, e.name) for e in manifest.source)
-        if image is None or kept:
-            source = self.source(manifest, cancel=cancel, bundled=bundled)
-            return lambda: source, 0.0
-        data = self._object_bytes(manifest, "source", image, http_api.source_path, cancel, bundled)
-
-        def from_image() -> dict[str, np.ndarray]:
-            started = time.monotonic()
-            source = adapter.source_from_image(decode_published(data, image.width, image.height))
-            self.compute_model.observe_prepare(manifest.model.name, SOURCE, time.monotonic() - started)
-            if self.cache is not None:  # the next edit of the version starts from it
-                self.cache.write_made(template, version, MADE_SOURCE, source)
-            return source
-
-        return from_image, self.compute_model.prepare_s(manifest.model.name, SOURCE) or 0.0
+        return self._objects.decoded(manifest, "source", http_api.source_path, cancel, bundled or {})
 
     def shard_hashes(self, manifest: PhoneManifest, cancel: threading.Event | None = None) -> ShardHashes:
         """Where ``manifest``'s shards' sha256s come from: the manifest, else its shard hashes object,
         kept on the phone or fetched the first time a shard needs its sha256 (and kept)."""
-        ref = manifest.shard_hashes
-        if manifest.hashed or ref is None:
-            return ShardHashes(manifest)
-        template, version = manifest.template_id, manifest.version
-
-        def load() -> bytes:
-            data = None if self.cache is None else self.cache.read_object(template, version, SHARD_HASHES, ref.sha256,
-                                                                           ref.length)
-            if data is None:
-                data = self._download_object(http_api.hashes_path(template, version), ref, cancel)
-                if self.cache is not None:
-                    self.cache.write_object(template, version, SHARD_HASHES, data)
-            return data
-
-        return ShardHashes(manifest, load, kept=self.cache is not None and self.cache.has_object(
-            template, version, SHARD_HASHES))
-
-    def _download_object(self, path: str, entry: PhoneObject | PhoneImage | PhoneHashes,
-                         cancel: threading.Event | None) -> bytes:
-        got = self.transport.download(path, sha256=entry.sha256, length=entry.length, cancel=cancel)
-        # the same link as the shards: a phone that computed everything last time still learns its rate
-        self.meter.response(len(got.data), first_byte_at=got.first_byte_at, arrived_at=got.arrived_at,
-                            requested_at=got.requested_at, counted=False)
-        return got.data
+        return self._objects.shard_hashes(manifest, cancel)
 
     @raises_edge_errors
     def model_for(self, ref: PhoneModel, *, cancel: threading.Event | None = None) -> ModelAdapter:
@@ -350,7 +237,7 @@ class EdgeSession:
             adapter = self.model_for(manifest.model, cancel=cancel)
             model_load_s = clock() - preamble_s
             limits = accept_manifest(manifest, adapter, max_steps=self.max_steps)
-            context, encode_s = self._edit_context(manifest, adapter, cancel, bundled)
+            context, encode_s = self._objects.edit_context(manifest, adapter, cancel, bundled)
             if cancel is not None and cancel.is_set():  # after a prompt encoded here
                 raise EditCancelled("the edit was cancelled")
             request = EditRequest(fit_image(np.asarray(image), adapter.resolution), seed=seed)
@@ -405,7 +292,7 @@ class EdgeSession:
         if not (getattr(policy, "computes", False) and adapter.computes_template
                 and (manifest.source or manifest.images)):
             return None
-        make_source, prepare_s = self._template_source(manifest, adapter, cancel, bundled)
+        make_source, prepare_s = self._objects.template_source(manifest, adapter, cancel, bundled)
 
         def blocks() -> Iterator[tuple[ShardKey, KVPair]]:
             return adapter.iter_template_kv(make_source(), context=context, task=manifest.task, schedule=schedule)

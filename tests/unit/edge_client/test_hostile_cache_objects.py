@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from sakura.edge_client import EdgeSession
 from sakura.edge_client import _cache_files as files
 from sakura.edge_client._cache import ShardCache
-from sakura.edge_client._session import MADE_SOURCE
+from sakura.edge_client._objects import MADE_SOURCE
 from sakura.edge_client._validation import made_fits
 from sakura.edge_client.errors import CachePathError
 from sakura.platform.context import CONTEXT_NAME_PATTERN

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sakura.edge_client import EdgeSession
-from sakura.edge_client._session import MADE_SOURCE
+from sakura.edge_client._objects import MADE_SOURCE
 from sakura.edge_client.errors import EdgeError, EditCancelled, ServerError
 from sakura.emulation import TraceLink
 from sakura.emulation.traces import BandwidthTrace
