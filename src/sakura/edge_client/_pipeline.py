@@ -1,17 +1,19 @@
 """The overlapped edit pipeline: fetch shard i+1, decode shard i, compute with shard i-1.
 
-Fetch and decode run in their own threads; the fetcher sends the next shard's request about a
-round trip before the current response ends (on another kept-alive connection, at most
-``max_in_flight`` at once), so the link does not idle for a round trip between shards; compute
-runs in the caller's thread, inside the model's replay loop, which reads each shard from a
-:class:`StreamingKV` when the layer that needs it starts (blocking there is a *stall*). Queues
+Fetch and decode run in their own threads; the fetch stage
+(:mod:`~sakura.edge_client._fetch_stage`) sends the next shard's request about a round trip before
+the current response ends (on another kept-alive connection, at most ``max_in_flight`` at once),
+so the link does not idle for a round trip between shards; compute runs in the caller's thread,
+inside the model's replay loop, which reads each shard from a :class:`StreamingKV` when the layer
+that needs it starts (blocking there is a *stall*). Queues
 are bounded: the fetcher is at most ``max_ahead`` encoded shards ahead of the decoder, and the
 decoder at most ``max_ahead`` decoded shards ahead of the model, so memory stays bounded by the
 window, not the template.
 The first error of any stage stops every stage at once (downloads in flight are aborted by the
 transport's watchdog, nobody waits for them) and is raised to the caller; so is a cancel. One
 exception: where the phone can compute a shard, a download of it that the link or the server lets
-down is computed instead, and no request leaves after it (``docs/architecture.md``, the fetch stage). Each
+down (or that does not decode) is computed instead, and no request leaves after it
+(:meth:`EditPipeline.computes_instead`; ``docs/architecture.md``, the fetch stage). Each
 stage tells the app's progress callback (:mod:`~sakura.edge_client._progress`) what it records
 in the timeline, on its own thread; what the callback raises is that stage's error.
 
@@ -23,8 +25,8 @@ then abandoned, freeing the link for the shards after it). The other way too: on
 above the prefix is on its way, the fetch stage takes back the top of the prefix, block by block,
 while the policy says its download ends before the phone would have computed it (the link
 proved faster than planned) and the compute stage has not reached it. Those decisions are the
-:class:`~sakura.edge_client.fetch_loop.FetchLoop`'s, which the simulator drives too; this module
-gives it threads, a real link and a real model.
+:class:`~sakura.edge_client.fetch_loop.FetchLoop`'s, which the simulator drives too; the fetch
+stage gives it a thread and a real link, this module the decoder and a real model.
 """
 
 from __future__ import annotations
@@ -33,30 +35,19 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
 from typing import TypeVar
 
 from sakura.edge_client._compute_model import ComputeModel
+from sakura.edge_client._fetch_stage import FetchStage
 from sakura.edge_client._fetcher import ShardFetcher
-from sakura.edge_client._http.deadlines import EitherFlag
 from sakura.edge_client._progress import ProgressCallback, ProgressTeller
 from sakura.edge_client._streaming_kv import POLL_S, StreamingKV
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client._validation import ShardLimits
 from sakura.edge_client.device import Device
-from sakura.edge_client.errors import (
-    ConfigError,
-    EdgeError,
-    EditCancelled,
-    PolicyError,
-    RedirectError,
-    ServerError,
-    ShardCorrupt,
-    TransportError,
-)
+from sakura.edge_client.errors import ConfigError, EditCancelled
 from sakura.edge_client.estimator import BandwidthEstimator
-from sakura.edge_client.fetch_loop import FETCH, FetchLoop
+from sakura.edge_client.fetch_loop import FetchLoop
 from sakura.edge_client.late_download import Waiting, fetch_due
 from sakura.edge_client.planning import (
     COMPUTE,
@@ -75,16 +66,9 @@ from sakura.platform.errors import CodecError
 from sakura.platform.manifest import PhoneManifest
 
 T = TypeVar("T")
-#: What a download fails with when the link or the server lets the edit down (not a cancel, a
-#: closed session or a bug): a phone that can compute the shard does so instead.
-_LET_DOWN = (TransportError, ServerError, ShardCorrupt, RedirectError)
 #: How long ``run`` waits for its stage threads once it is done; they are daemons that stop on
 #: their own (downloads are aborted, a decode finishes), so a cancel is never held up by them.
 _JOIN_S = 0.2
-#: How often the fetch stage, waiting for its last request to near its end, looks whether the
-#: first download in flight is complete (to hand it to the decoder at once; an estimate: small
-#: against a shard's decode and compute, cheap as a wake-up).
-HAND_OVER_POLL_S = 0.005
 
 
 class EditPipeline:
@@ -112,20 +96,17 @@ class EditPipeline:
         self.template = template
         #: Hand version 2 shards to the model as factors (a model that attends to them so), else K and V.
         self.factored = factored
-        #: Per shard being downloaded: set when the phone computed it, which stops the download.
-        self._superseded: dict[int, threading.Event] = {}
         #: Per shard the model waits for: since when, and its bytes received then (the extend rule).
         self._waits: dict[int, Waiting] = {}
         #: Shards whose download failed, which the phone computes instead; after the first, no
         #: request leaves (the link or the server let the edit down: the phone finishes alone).
-        self._failed: set[int] = set()
+        self.failed: set[int] = set()
         if max_in_flight < 1:
             raise ConfigError("max_in_flight must be >= 1")
         self.max_in_flight = max_in_flight
         self.model = manifest.model.name
         self.cancel = cancel or threading.Event()
         self._stop = threading.Event()
-        self._abort = EitherFlag(self.cancel, self._stop)  # what downloads in flight watch
         self._error: BaseException | None = None
         if max_ahead is None:
             max_ahead = stage_window(len(manifest.shards), one_pass=not manifest.model.step_dependent)
@@ -155,15 +136,13 @@ class EditPipeline:
             n, pass_shards=n if one_pass else sum(s.key.step == first_step for s in manifest.shards),
             one_pass=one_pass, max_in_flight=max_in_flight, computes=template is not None,
             takes_back=can_take_back(policy), asked=(0,) if fetcher.first_level is not None else ())
-        self._downloads: dict[int, tuple[Future, threading.Event]] = {}  # requested, not handed over
-        self._pool: ThreadPoolExecutor | None = None
+        self.fetch = FetchStage(self, self._loop, self._levels, self._stop)
 
     # -- running -------------------------------------------------------------------------
     def run(self, compute: Callable[[StreamingKV], T]) -> T:
         """Run ``compute`` (the model's replay loop over :attr:`kv`) with fetch and decode overlapped."""
-        threads = [threading.Thread(target=self._guard, args=(stage,), name=f"sakura-{stage.__name__.strip('_')}",
-                                    daemon=True)
-                   for stage in (self._fetch_stage, self._decode_stage)]
+        threads = [threading.Thread(target=self._guard, args=(stage,), name=f"sakura-{name}", daemon=True)
+                   for name, stage in (("fetch_stage", self.fetch.run), ("decode_stage", self._decode_stage))]
         self.timeline.compute_start = self.clock()
         for t in threads:
             t.start()
@@ -174,7 +153,7 @@ class EditPipeline:
                 raise EditCancelled("the edit was cancelled")
             return result
         except BaseException as exc:
-            self._fail(exc)
+            self.fail(exc)
             raise
         finally:
             self._stop.set()
@@ -188,173 +167,45 @@ class EditPipeline:
         try:
             stage()
         except BaseException as exc:  # surfaced to the caller through the compute stage
-            self._fail(exc)
+            self.fail(exc)
 
     @property
     def error(self) -> BaseException | None:
         return self._error
 
     def planned_compute(self, index: int) -> bool:
-        return self._loop.decided[index] == COMPUTE or index in self._failed
+        return self._loop.decided[index] == COMPUTE or index in self.failed
 
     def supersede(self, index: int) -> None:
-        self._superseded.setdefault(index, threading.Event()).set()
+        self.fetch.supersede(index)
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
         with self.kv.cond:
             if self._error is None:
                 self._error = exc
             self._stop.set()
             self.kv.cond.notify_all()
 
-    # -- fetch: the mechanics under the shared FetchLoop (fetch_loop.FetchDriver) -------------
-    def _fetch_stage(self) -> None:
-        """Requests go out in order, each once the one before is within a round trip of done, with
-        at most ``max_in_flight`` outstanding (small shards on a long link need several in flight
-        to keep it busy); responses are handed to the decoder in order."""
-        self._pool = ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="sakura-download")
-        try:
-            first = self.fetcher.first_level
-            for index in self._loop.in_flight:  # asked for with the preamble (so ``first`` is set): on its way
-                self._submit(index, first or self._levels[0])
-            self._loop.run(self)
-        finally:
-            self._pool.shutdown(wait=False, cancel_futures=True)  # downloads still running are being aborted
-
     def stopped(self) -> bool:
         return self._stop.is_set() or self.cancel.is_set()
 
-    def computed(self, index: int) -> bool:
-        return self.kv.computed(index)
+    def to_decoder(self, item: tuple[int, str, bytes]) -> None:
+        """Queue a download (or ``COMPUTE`` for a shard the phone computes) for the decode stage."""
+        self._put(self._encoded, item)
 
-    def await_template_cost(self) -> None:
-        """Plan past the first computed block only once what a block costs this phone is known
-        (a fresh phone computes the first to learn it)."""
-        n = len(self.manifest.shards)
-        while not self.compute_model.template_s(self.model, n) and not self.stopped():
-            self._stop.wait(POLL_S)
-
-    def choose(self, index: int, *, can_compute: bool) -> str:
-        choice = self.policy.choose(self.context(index, can_compute=can_compute))
-        return choice if can_compute else self._known(choice, "chose")
-
-    def take_back(self, first: int, top: int) -> str | None:
-        level = self.policy.take_back(self.context(first), top)  # type: ignore[attr-defined]
-        return None if level is None else self._known(level, "took back")
-
-    def leave_to_phone(self, index: int) -> None:
-        """The compute stage computes it when the model asks for it."""
-
-    def left_to_phone(self) -> list[int]:
-        """The shards left to the phone that the compute stage has not asked for yet."""
-        return [i for i, decided in enumerate(self._loop.decided)
-                if decided == COMPUTE and self.timeline.shards[i].needed_at is None]
-
-    def claim(self, index: int) -> bool:
-        """Fetch shard ``index`` after all, unless the compute stage has asked for it already (it
-        decides under the same lock whether to compute it)."""
-        with self.kv.cond:
-            if self.timeline.shards[index].needed_at is not None or self.template is None \
-                    or index < self.template.frontier:
-                return False
-            self._loop.decided[index] = FETCH
-            return True
-
-    def request(self, index: int, level: str, *, taken_back: bool) -> None:
-        self.timeline.shards[index].taken_back = taken_back
-        self._submit(index, level)
-
-    def _submit(self, index: int, level: str) -> None:
-        self.timeline.shards[index].chosen_at = self.clock()
-        near_done = threading.Event()
-        assert self._pool is not None, "requests leave from the fetch stage"
-        if self._failed and self._computes_instead(index, "not requested: an earlier download of this edit failed"):
-            near_done.set()
-            future: Future = Future()
-            future.set_result((index, COMPUTE, b""))
-            self._downloads[index] = (future, near_done)
-            return
-        future = self._pool.submit(self._fetch_one, index, near_done, level)
-        future.add_done_callback(self._fail_fast)
-        self._downloads[index] = (future, near_done)
-
-    def wait_near_done(self, index: int, head: int) -> bool:
-        future, near_done = self._downloads[index]
-        first = self._downloads[head][0]
-        while not near_done.wait(HAND_OVER_POLL_S) and not future.done() and not first.done() \
-                and not self.stopped():
-            continue
-        return near_done.is_set() or future.done()
-
-    def arrived(self, index: int) -> bool:
-        return self._downloads[index][0].done()
-
-    def hand_over(self, index: int) -> None:
-        future = self._downloads.pop(index)[0]
-        while not future.done() and not self.stopped():
-            futures_wait([future], timeout=POLL_S)
-        if not self.stopped():
-            self._put(self._encoded, future.result())
-
-    release = hand_over  # the decoder takes shards in order anyway: the fetch stage waits for it
-
-    def catch_up(self) -> None:
-        """The compute stage runs on its own."""
-
-    def finish_left(self) -> None:
-        """The compute stage computes them when the model asks."""
-
-
-    def _fail_fast(self, future: Future) -> None:
-        """A download failed: stop everything now, not when its turn to be handed over comes."""
-        error = None if future.cancelled() else future.exception()
-        if error is not None:
-            self._fail(error)
-
-    def _fetch_one(self, index: int, near_done: threading.Event, level: str) -> tuple[int, str, bytes]:
-        try:
-            timing = self.timeline.shards[index]
-            if index == 0 and self.fetcher.first_level is not None:  # asked for with the preamble: on its way
-                near_done.set()
-
-            def abandon(current: str, received: int, rate: float) -> str | None:
-                smaller = self.policy.abandon(self.context(index, can_compute=False), current, received, rate)
-                return None if smaller is None else self._known(smaller, "switched to")
-
-            superseded = self._superseded.setdefault(index, threading.Event())
-            try:
-                level, data = self.fetcher.fetch(index, level, timing, abandon, EitherFlag(self._abort, superseded),
-                                                 near_done)
-            except EdgeError as exc:  # the phone computed it (which cancels the download), or a failure
-                computed = self.kv.computed(index)
-                if not (computed or isinstance(exc, _LET_DOWN) and self._computes_instead(index, f"{exc}")):
-                    raise
-                timing.bytes += self.fetcher.received(index)
-                return index, COMPUTE, b""
-            timing.level = level
-            self.progress.tell("fetched", index)
-            return index, level, data
-        finally:
-            near_done.set()
-
-    def _computes_instead(self, index: int, why: str) -> bool:
+    # -- shared by the stages: the fallback, and what the policy knows ---------------------
+    def computes_instead(self, index: int, why: str) -> bool:
         """Leave shard ``index``, whose download failed (``why``), to the phone if it can still
         compute it: a hybrid edit never fails where the phone alone would not (``docs/architecture.md``)."""
         with self.kv.cond:
             if self.template is None or index < self.template.frontier or self.stopped() \
                     or self.fetcher.transport.closed:
                 return False
-            self._failed.add(index)
+            self.failed.add(index)
             self.timeline.shards[index].failed = why
             self.kv.cond.notify_all()  # a model waiting for it computes it now
         self.progress.tell("failed", index)
         return True
-
-    def _known(self, level: object, verb: str) -> str:
-        if level not in self._levels:
-            raise PolicyError(f"policy {self.policy.name} {verb} level {level!r}; "
-                              f"the template has {list(self._levels)}")
-        return level
 
     def context(self, index: int, *, can_compute: bool = True) -> PlanContext:
         """What the policy knows now about shard ``index`` and those after it."""
@@ -411,7 +262,7 @@ class EditPipeline:
                                     max_output_bytes=self.limits.max_output_bytes, factored=self.factored)
             except CodecError as exc:
                 why = f"shard {index} ({level}) passed its sha256 but does not decode: {exc}"
-                if self._computes_instead(index, why):
+                if self.computes_instead(index, why):
                     continue
                 raise CodecError(why) from None
             seconds = time.perf_counter() - started
