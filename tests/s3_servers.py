@@ -91,7 +91,23 @@ class SeaweedS3(_S3Endpoint):
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    #: Starts tried with fresh ports when one the server was given is taken before it binds it.
+    PORT_TRIES = 3
+
     def start(self) -> None:
+        """Start the server. A free port is only free when asked: another process (the other half
+        of the suite binds ports too) may take one of the eight before weed binds it, so a start
+        that dies of "address already in use" is retried on fresh ports."""
+        for attempt in range(self.PORT_TRIES):
+            if attempt:
+                self.port = free_port()
+                self.endpoint = f"http://127.0.0.1:{self.port}"
+            if self._start_once():
+                return
+        raise RuntimeError(f"weed server found no free ports in {self.PORT_TRIES} tries; see {self.root}/weed.log")
+
+    def _start_once(self) -> bool:
+        """True once it answers S3; False if a port it was given was taken first."""
         # Every port explicit (gRPC ones default to http + 10000, past 65535 for a high free port),
         # the optional gateways off, and no telemetry: nothing but loopback.
         ports = iter([free_port() for _ in range(7)])
@@ -102,16 +118,23 @@ class SeaweedS3(_S3Endpoint):
                 f"-filer.port={next(ports)}", f"-filer.port.grpc={next(ports)}",
                 "-s3", f"-s3.port={self.port}", f"-s3.port.grpc={next(ports)}", "-volume.max=500",
                 "-master.volumeSizeLimitMB=64"]
-        log = open(os.path.join(self.root, "weed.log"), "ab")  # noqa: SIM115 (the server's, for a failure's reader)
+        log_path = os.path.join(self.root, "weed.log")
+        logged = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+        log = open(log_path, "ab")  # noqa: SIM115 (the server's, for a failure's reader)
         self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + self.START_S
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
+                with open(log_path, "rb") as fh:
+                    fh.seek(logged)
+                    if b"address already in use" in fh.read():
+                        self.stop()  # the rest of its servers may still hold their ports
+                        return False
                 raise RuntimeError(f"weed server exited with {self._proc.returncode}; see {self.root}/weed.log")
             with contextlib.suppress(Exception):
                 self.client().list_buckets()
-                return
+                return True
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"weed server did not answer S3 on {self.endpoint} within {self.START_S:.0f} s")
