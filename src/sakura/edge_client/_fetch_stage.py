@@ -121,9 +121,19 @@ class FetchStage:
     def await_template_cost(self) -> None:
         """Plan past the first computed block only once what a block costs this phone is known
         (a fresh phone computes the first to learn it)."""
-        p = self.p
-        while not p.compute_model.template_s(p.model, self.loop.shards) and not p.stopped():
+        while not self._template_known() and not self.p.stopped():
             self._stop.wait(POLL_S)
+
+    def template_timed(self, near: int | None) -> bool:
+        if near is not None:
+            future, near_done = self._downloads[near]
+            while not self._template_known() and not near_done.wait(HAND_OVER_POLL_S) and not future.done() \
+                    and not self.stopped():
+                continue
+        return self._template_known()
+
+    def _template_known(self) -> bool:
+        return bool(self.p.compute_model.template_s(self.p.model, self.loop.shards))
 
     def choose(self, index: int, *, can_compute: bool) -> str:
         choice = self.p.policy.choose(self.p.context(index, can_compute=can_compute))

@@ -10,8 +10,10 @@ bandwidth trace. So every change to the loop is a change to both.
 The loop (``docs/architecture.md``, "The fetch stage"):
 
 1. For each shard in order: if the phone may compute it (it starts a pass, or the shard before it
-   is computed or left to the phone and nothing is in flight), the policy may leave it to the
-   phone. Past the first block, a fresh phone first waits until a block was timed.
+   is computed or left to the phone and no download of a shard below it is in flight), the policy
+   may leave it to the phone. Past the first block, a fresh phone first waits until a block was
+   timed; meanwhile, in one pass of the reference tokens of a policy that splits it (one that
+   takes back), the link fetches the pass from its top down.
 2. Otherwise make room (at most ``max_in_flight`` out, the last request near done, every complete
    download handed over to the decoder as it completes) and request it at the level the policy
    chooses then.
@@ -46,6 +48,11 @@ class FetchDriver(Protocol):
 
     def await_template_cost(self) -> None:
         """Return once the phone knows what computing a block costs (a fresh phone times one first)."""
+
+    def template_timed(self, near: int | None) -> bool:
+        """Whether the phone knows what computing a block costs; where ``near`` is given (the last
+        shard requested), first wait until it does or until that download is within a round trip
+        of done, whichever comes first."""
 
     def choose(self, index: int, *, can_compute: bool) -> str:
         """The policy's choice for shard ``index`` now: a level, or ``COMPUTE`` when ``can_compute``."""
@@ -94,7 +101,8 @@ class FetchLoop:
     a model that keeps the template's KV, one step's for a per-step model); ``one_pass``: the
     model runs the reference tokens once (it keeps their KV); ``computes``: the phone
     may compute template blocks (a hybrid policy with a template computer); ``takes_back``: the
-    policy re-plans a prefix left to the phone; ``asked``: shards already requested (shard 0 asked
+    policy re-plans a prefix left to the phone (and, while a fresh phone times its first block,
+    has the pass fetched from its top); ``asked``: shards already requested (shard 0 asked
     for with the preamble)."""
 
     def __init__(self, shards: int, *, pass_shards: int, one_pass: bool, max_in_flight: int, computes: bool,
@@ -112,9 +120,11 @@ class FetchLoop:
 
     def run(self, d: FetchDriver) -> None:
         for index in range(len(self.in_flight), self.shards):
+            if self.decided[index] is not None:  # requested from the top while the first block was timed
+                continue
             if self.may_compute(index, d):
                 if index > 0:
-                    d.await_template_cost()
+                    self._time_a_block(index, d)
                 if d.computed(index) or d.choose(index, can_compute=True) == COMPUTE:
                     self._leave_to_phone(index, d)
                     continue
@@ -137,7 +147,8 @@ class FetchLoop:
             return False
         if index % self.pass_shards == 0:
             return True
-        return not self.in_flight and (self.decided[index - 1] == COMPUTE or d.computed(index - 1))
+        below = any(j < index for j in self.in_flight)
+        return not below and (self.decided[index - 1] == COMPUTE or d.computed(index - 1))
 
     def make_room(self, d: FetchDriver) -> None:
         """Wait until the next request may leave: fewer than ``max_in_flight`` out and the last one
@@ -153,6 +164,24 @@ class FetchLoop:
                 break
             near = d.wait_near_done(self.in_flight[-1], self.in_flight[0])
         d.catch_up()
+
+    def _time_a_block(self, index: int, d: FetchDriver) -> None:
+        """Plan past the first block only once what a block costs this phone is known: a fresh
+        phone computes one to learn it. Meanwhile the link would idle, so in one pass of a policy
+        that splits it, the fetch stage requests the pass from its top down, each request once the
+        one before is near done, at most ``max_in_flight`` out: computing is a prefix, so every
+        split but computing all of it fetches those shards (and if the phone does compute all, the
+        model computes a late one instead when it reaches it); their downloads also teach the
+        estimator the link's rate before the split is planned."""
+        top = self.shards - 1
+        while self.takes_back and top > index and len(self.in_flight) < self.max_in_flight and not d.stopped():
+            if d.template_timed(self.in_flight[-1] if self.in_flight else None):
+                return
+            while self.in_flight and d.arrived(self.in_flight[0]):
+                d.hand_over(self.in_flight.popleft())
+            self._request(top, d.choose(top, can_compute=False), d)
+            top -= 1
+        d.await_template_cost()
 
     def _request(self, index: int, level: str, d: FetchDriver, *, taken_back: bool = False) -> None:
         self.decided[index] = FETCH

@@ -44,8 +44,9 @@ def fetch_due(now: float, *, requested_at: float | None, rtt_s: float, planned_r
               left: int, decode_s: float, waiting: Waiting | None = None) -> float:
     """When a fetched shard would be decoded, judged at ``now``: its ``left`` bytes still to come
     (``received`` arrived) at ``planned_rate`` bytes/s or, once a round trip has passed since
-    ``requested_at`` and a byte has come, at its mean rate so far if that is slower; a round trip first if it was not
-    requested yet; then ``decode_s``. A download that delivered nothing since the model began
+    ``requested_at`` and a byte has come, at its mean rate so far if that is slower; no byte comes
+    sooner than a round trip after its request (a whole one if it was not requested yet); then
+    ``decode_s``. A download that delivered nothing since the model began
     ``waiting`` (a round trip or a check ago at least) is expected to stall as long again first."""
     rate, stalled = planned_rate, 0.0
     if requested_at is not None and now - requested_at > rtt_s:
@@ -55,7 +56,7 @@ def fetch_due(now: float, *, requested_at: float | None, rtt_s: float, planned_r
             since = max(waiting.since, requested_at + rtt_s)  # no byte can come sooner
             if now - since >= max(rtt_s, LATE_CHECK_S):
                 stalled = now - since  # nothing came while the model waited: as long again, then its mean
-    wait = 0.0 if requested_at is not None else rtt_s
+    wait = rtt_s if requested_at is None else max(0.0, requested_at + rtt_s - now)
     if left <= 0:
         return now + wait + decode_s
     return now + wait + stalled + left / rate + decode_s

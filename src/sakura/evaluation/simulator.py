@@ -49,7 +49,14 @@ from sakura.edge_client.planning import (
     MAX_IN_FLIGHT,
     encode_on_phone,
 )
-from sakura.edge_client.policy import FixedPolicy, HybridPolicy, RobustMPCPolicy, asks_first_shard, can_take_back
+from sakura.edge_client.policy import (
+    COLD_START_BYTES_PER_S,
+    FixedPolicy,
+    HybridPolicy,
+    RobustMPCPolicy,
+    asks_first_shard,
+    can_take_back,
+)
 from sakura.edge_client.timeline import ShardTiming, Timeline
 from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.geometry import EditGeometry
@@ -244,9 +251,9 @@ class EditSimulator:
         fetcher stops it: conservative, and a later shard queued behind it, which delivers nothing
         while the model waits, is computed too."""
         i = shard.index
-        rate = self.link.rates.get(i)
-        if shard.arrived_at is None or rate is None or shard.decoded_at is None:
+        if shard.arrived_at is None or shard.decoded_at is None:
             return None
+        rate = self.link.rates.get(i) or COLD_START_BYTES_PER_S  # requested with no estimate: the live guess
         known = self.model.template_s(edit.shards)
         frontier = max(self.model.frontier, self.model.pass_start(i))
         if not known and frontier != i:
@@ -275,7 +282,7 @@ class EditSimulator:
         hashes = self.g.shard_hashes_bytes if run.hashes_due else 0
         return self.link.context(i, run.t, run.est, edit.shards, edit.compute_start, run.stages.decode_free,
                                  run.link_free, can_compute, run.left, hashes,
-                                 self.model.template_s(edit.shards) if can_compute else ())
+                                 self.model.template_s(edit.shards) if can_compute else (), run.requested)
 
 
 class _Run:
@@ -290,6 +297,8 @@ class _Run:
         self.hashes_due = hashes_due  # the preamble's manifest came without its shards' sha256s: fetch them first
         self.waiting: dict[int, ShardTiming] = {}  # requested, not yet handed to the decoder
         self.left: list[ShardTiming] = []  # left to the phone, not reached by the model yet
+        self.requested: list[int] = []
+        self._timed_at: float | None = None  # when the phone knows what a block costs
 
     # -- what the loop asks -------------------------------------------------------------
     def stopped(self) -> bool:
@@ -314,8 +323,22 @@ class _Run:
     # -- what the loop does -------------------------------------------------------------
     def await_template_cost(self) -> None:
         """The live stage plans on once a block was timed."""
-        if self.sim.cold and not self.sim.model.template_s(self.stages.edit.shards):
-            self.t = max(self.t, self.sim._reach(self, 1))
+        self.t = max(self.t, self._timed())
+
+    def template_timed(self, near: int | None) -> bool:
+        timed = self._timed()
+        if near is not None:
+            near_at = min(self.sim.link.near_done(self.waiting[near]), arrived(self.waiting[near]))
+            self.t = max(self.t, min(near_at, timed))
+        return timed <= self.t
+
+    def _timed(self) -> float:
+        """When the phone knows what a block costs: from the start where it knew before; a fresh
+        phone once the model computed its first block (the model's events run ahead to it)."""
+        if self._timed_at is None:
+            fresh = self.sim.cold and not self.sim.model.template_s(self.stages.edit.shards)
+            self._timed_at = self.sim._reach(self, 1) if fresh else self.t
+        return self._timed_at
 
     def leave_to_phone(self, index: int) -> None:
         shard = ShardTiming(index, level=COMPUTE, source="computed", chosen_at=self.t)
@@ -330,6 +353,7 @@ class _Run:
         return True
 
     def request(self, index: int, level: str, *, taken_back: bool) -> None:
+        self.requested.append(index)
         self.sim._request(index, self, level)
         self.waiting[index].taken_back = taken_back
 

@@ -26,6 +26,8 @@ class Script:
     done: set[int] = field(default_factory=set)  # downloads complete
     #: downloads that complete while the loop waits for a later one to near its end
     complete_while_waiting: set[int] = field(default_factory=set)
+    #: how many times the phone says it has not timed a block yet (a fresh phone)
+    untimed: int = 0
 
     def stopped(self) -> bool:
         return False
@@ -35,6 +37,12 @@ class Script:
 
     def await_template_cost(self) -> None:
         self.log.append(("await",))
+        self.untimed = 0
+
+    def template_timed(self, near: int | None) -> bool:
+        self.log.append(("timed?", near))
+        self.untimed -= 1
+        return self.untimed < 0
 
     def choose(self, index: int, *, can_compute: bool) -> str:
         self.log.append(("choose", index, can_compute))
@@ -152,11 +160,50 @@ def test_a_shard_the_phone_computed_before_its_turn_is_neither_requested_nor_ask
     assert ("choose", 1, True) not in d.log and ("choose", 2, True) not in d.log
 
 
-def test_past_the_first_block_the_loop_waits_for_the_cost_of_a_block():
+@pytest.mark.parametrize("takes_back", [True, False])
+def test_past_the_first_block_the_loop_waits_for_the_cost_of_a_block(takes_back):
     d = Script(computes={0, 1})
-    loop(3).run(d)
-    assert d.log.index(("await",)) > d.log.index(("leave", 0))
-    assert d.log.index(("await",)) < d.log.index(("choose", 1, True))
+    FetchLoop(3, pass_shards=3, one_pass=True, max_in_flight=2, computes=True, takes_back=takes_back).run(d)
+    asked = next(i for i, e in enumerate(d.log) if e[0] in ("await", "timed?"))
+    assert d.log.index(("leave", 0)) < asked < d.log.index(("choose", 1, True))
+    assert d.of("request") == [("request", 2, "medium", False)]  # timed at once: nothing fetched ahead
+
+
+def test_while_a_fresh_phone_times_its_first_block_the_link_fetches_the_pass_from_the_top_down():
+    """Each request once the one before is near done; complete downloads handed over meanwhile;
+    once the block is timed the loop plans from shard 1 on and never asks about those shards
+    again, and the phone may still compute every shard below them (computing is a prefix)."""
+    d = Script(computes={0, 1, 2}, untimed=3, done={7})
+    fl = loop(8, max_in_flight=4)
+    fl.run(d)
+    ahead = [e[1:3] for e in d.of("request")][:3]
+    assert ahead == [(7, "medium"), (6, "medium"), (5, "medium")]
+    assert d.of("timed?")[:4] == [("timed?", None), ("timed?", 7), ("timed?", 6), ("timed?", 5)]
+    assert d.log.index(("hand", 7)) < d.log.index(("request", 6, "medium", False))
+    assert [e[1] for e in d.of("choose")][:3] == [0, 7, 6] and ("choose", 1, True) in d.log
+    assert [e for e in d.of("choose") if e[1] in (5, 6, 7) and e[2]] == []
+    assert fl.decided == [COMPUTE] * 3 + [FETCH] * 5
+    assert sorted(e[1] for e in d.of("request")) == [3, 4, 5, 6, 7]  # each shard requested once
+
+
+def test_fetching_ahead_stops_at_max_in_flight_and_then_waits_for_the_block():
+    d = Script(computes={0}, untimed=10)
+    fl = loop(9, max_in_flight=2)
+    fl.run(d)
+    first = d.log.index(("await",))
+    assert [e[1] for e in d.of("request") if d.log.index(e) < first] == [8, 7]
+    assert fl.decided == [COMPUTE] + [FETCH] * 8
+
+
+@pytest.mark.parametrize("one_pass", [True, False])
+def test_only_a_policy_that_splits_one_pass_fetches_ahead(one_pass):
+    """A policy that never takes back (the phone alone, or a fixed split) asks nothing it could
+    not be asked in order; nor does a per-step model, whose passes repeat."""
+    d = Script(computes={0, 1, 2, 3}, untimed=5)
+    takes_back = not one_pass
+    FetchLoop(4, pass_shards=4 if one_pass else 2, one_pass=one_pass, max_in_flight=2, computes=True,
+              takes_back=takes_back).run(d)
+    assert d.of("timed?") == [] and d.of("request") == []
 
 
 def test_take_back_fetches_the_top_of_the_prefix_first_until_the_policy_says_stop():

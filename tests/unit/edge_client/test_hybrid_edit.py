@@ -183,3 +183,37 @@ def test_when_the_link_proves_faster_than_planned_the_phone_gives_blocks_back_to
     taken = [s.index for s in result.timeline.shards if s.taken_back]
     assert taken == [LEFT - 1] and result.computed == list(range(LEFT - 1)), result.levels  # still a prefix
     assert result.levels[LEFT - 1:] == ["compact"] * (SHARDS - LEFT + 1)  # the block taken back, and those above it
+
+
+class AsksOnceTheTopIsIn(PacedDevice):
+    """A fresh phone whose model asks for its first shard (so computes and times block 0) only once
+    ``top`` came over the link (or the hang guard passed): this machine's speed cannot decide
+    whether the link had time to bring it."""
+
+    def __init__(self, top: threading.Event) -> None:
+        super().__init__(0.0)
+        self.top, self._first = top, True
+
+    def after_compute(self, seconds: float) -> None:
+        if self._first:
+            self._first = False
+            self.top.wait(HANG_GUARD_S)
+
+
+def test_while_a_fresh_phone_times_its_first_block_the_link_brings_the_top_of_the_pass(api, reference_model):
+    """A fresh session knows neither its link nor what a block costs it, so it computes block 0 to
+    learn the latter before it plans the split. Meanwhile the fetch stage asks for the pass from
+    its top down (every split but computing all of it fetches the top), and the link does not
+    idle: the top shard arrives before block 0 is computed, and the model takes it as fetched."""
+    top = threading.Event()
+
+    def progress(event: Progress) -> None:
+        if event.kind == "fetched" and event.shard == SHARDS - 1:
+            top.set()
+
+    result = edits(api.url, reference_model, BandwidthTrace.constant(100.0), AsksOnceTheTopIsIn(top), warm_ups=0,
+                   on_progress=progress)
+    assert top.is_set(), result.levels
+    shards = result.timeline.shards
+    assert shards[0].computed and shards[SHARDS - 1].requested_at < shards[0].consumed_at
+    assert result.levels[SHARDS - 1] != COMPUTE, result.levels

@@ -191,3 +191,19 @@ def test_a_phone_with_a_text_encoder_encodes_unless_fetching_is_known_to_be_soon
     assert encode_on_phone(100_000, 0.5, None, 0.05)  # the link unknown: likewise
     assert encode_on_phone(10_000_000, 0.5, link, 0.05)  # a 10 s download
     assert not encode_on_phone(100_000, 0.5, link, 0.05)  # a 0.15 s one
+
+
+def test_shards_requested_above_the_one_planned_cost_no_more_link_time():
+    """The top of the pass, requested while a fresh phone timed its first block, is on its way: a
+    plan from shard 1 counts no more bytes for it (a shard below is not ahead)."""
+    n, rate = N, 2e6
+    context = dict(levels=LEVELS, shards=tuple(ShardOption(dict(SIZES)) for _ in range(n)),
+                   utility=level_utility(SIZES), estimate=Estimate(rate, 0.0), rtt_s=0.01,
+                   compute=(LAYER_S,) * n, startup=0.0, decode_s={lv: 0.001 for lv in LEVELS}, compute_start=0.0,
+                   last_consumed=None, template_compute=(TEMPLATE_S,) * n, pass_shards=n, can_compute=True)
+    plain = plan_context(0.0, 1, computed=[0], requested=[0], **context)
+    ahead = plan_context(0.0, 1, computed=[0], requested=[n - 1, n - 2], **context)
+    assert [ahead.size("full", j) for j in range(n)] == [SIZES["full"]] * (n - 2) + [0, 0]
+    assert [plain.size("full", j) for j in range(n)] == [SIZES["full"]] * n  # a shard below is not ahead
+    fetched = lambda c, lv: simulate(c, [lv] * (n - 1), constant_rate(rate)).ready  # noqa: E731
+    assert fetched(ahead, "full") < fetched(plain, "full")  # a link-bound plan ends sooner

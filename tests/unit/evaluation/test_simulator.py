@@ -120,3 +120,29 @@ def test_when_the_link_proves_faster_than_planned_the_hybrid_takes_blocks_back(p
     kept = len(computed(faster))
     assert computed(faster) == list(range(kept))  # what the phone computed is still a prefix,
     assert sorted(taken) == list(range(kept, kept + len(taken)))  # the blocks above it are those taken back
+
+
+def test_while_a_fresh_phone_times_its_first_block_the_link_fetches_the_pass_from_the_top(pinned_geometry):
+    """A fresh phone (cold: it never computed a block) computes block 0 to learn what a block costs
+    before it plans the split. Meanwhile the link brings the pass from its top down, so on a fast
+    link every shard above block 1 (the next the split decides) is on its way before block 0 is
+    computed, and the fresh edit costs the warm one no more than timing that block (before, the
+    link idled while block 0 was computed)."""
+    g = paced(pinned_geometry, 0.3)
+    fresh, warm = (EditSimulator(g, steady(10.0), 10.0, rtt_s=0.03, cold=cold).run("sakura") for cold in (True, False))
+    assert computed(fresh) == [0], fresh.levels
+    timed, ahead = fresh.shards[0].consumed_at, fresh.shards[2:]
+    assert all(s.requested_at < timed for s in ahead) and fresh.shards[1].requested_at >= timed
+    assert [s.index for s in sorted(ahead, key=lambda s: s.requested_at)] == [5, 4, 3, 2]  # from the top down
+    assert fresh.latency_s <= warm.latency_s + g.shard_compute_s[0] + 1e-9
+
+
+def test_a_fresh_phone_whose_blocks_beat_a_round_trip_computes_the_top_it_asked_for(pinned_geometry):
+    """The reference model's blocks cost the phone milliseconds, less than a shard's round trip:
+    the shard the link was asked for while block 0 was timed is computed when the model reaches
+    it (its first byte cannot come sooner than a round trip after its request), so the fresh
+    edit ends with the phone alone's."""
+    sim = EditSimulator(pinned_geometry, steady(50.0), 10.0, rtt_s=0.05, cold=True)
+    fresh, alone = sim.run("sakura"), sim.run("on-device")
+    assert computed(fresh) == list(range(len(fresh.shards))) and fresh.stall_s < 1e-9
+    assert fresh.latency_s == pytest.approx(alone.latency_s, rel=0.01)
