@@ -107,7 +107,7 @@ def test_a_table_says_when_its_figures_were_measured_on_older_code(tables, prove
              "module_digests": {**stamp["module_digests"], "sakura.evaluation.regime": "2" * 64}}
     for name, prov in (("fresh.json", stamp), ("stale.json", stale)):
         (tmp_path / name).write_text(json.dumps({"provenance": prov}))
-    monkeypatch.setattr(tables, "OUT", tmp_path)
+    monkeypatch.setattr(importlib.import_module("_sources"), "OUT", tmp_path)  # where _load reads the JSON
     tables._changed.cache_clear()
     try:
         assert "older code" not in tables._source("fresh.json")

@@ -1,0 +1,114 @@
+"""Where the generated tables and figures of the docs read their numbers: a bench JSON of
+``bench/out``, or an earlier run's as its commit holds it (:func:`_load`), and the line under each
+table that names its JSON with the commit and command of every run that wrote it, and says where
+the code measured has changed since (:func:`_source`); plus the cell formatting the tables share
+(:func:`_num`, :func:`_row`). ``bench/tables.py`` renders the docs with them."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import subprocess
+from pathlib import Path
+
+from _provenance import changed_since, run_stamps
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"
+
+
+def _load(name: str) -> dict:
+    """A JSON of ``bench/out``; ``NAME@COMMIT`` is the file as that commit holds it (git), for a
+    figure of an earlier run that the text quotes as such."""
+    if "@" in name:
+        return _load_at(*name.split("@", 1))
+    return json.loads((OUT / name).read_text())
+
+
+#: Earlier runs' JSON as their commits hold them (``NAME@COMMIT``), kept so that a clone without
+#: that history (a shallow CI checkout) renders and checks the same figures.
+HISTORY = OUT / "history"
+
+
+@functools.cache
+def _load_at(name: str, commit: str) -> dict:
+    kept = HISTORY / f"{name}@{commit}"
+    if kept.is_file():
+        return json.loads(kept.read_text())
+    try:
+        text = subprocess.run(["git", "show", f"{commit}:bench/out/{name}"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise FileNotFoundError(f"bench/out/{name} at commit {commit}: {exc}") from None
+    return json.loads(text)
+
+
+#: The commands that wrote the bench JSON measured before runs recorded their provenance (from each
+#: bench's docstring and argparse, as its page gives them): what the line under a table asks to rerun.
+LEGACY_COMMANDS = {
+    "energy.json": ("python bench/energy.py --json bench/out/energy.json --plots bench/out/energy",
+                    "python bench/energy.py --workload sd35m-ref512 --starts 2 --session-traces 1 --session-edits 10 "
+                    "--update --json bench/out/energy.json --plots bench/out/energy",
+                    "python bench/energy.py --workload kontext-ref512 --starts 1 --session-traces 1 --session-edits 5 "
+                    "--update --json bench/out/energy.json --plots bench/out/energy"),
+    "session.json": ("python bench/session.py --sessions 20 --json bench/out/session.json --plots bench/out/session",),
+    "e2e_live.json": ("python bench/e2e_live.py --json bench/out/e2e_live.json",),
+    "e2e_live-bench-flux.json": ("python bench/e2e_live.py --model bench-flux --link kernel "
+                                 "--json bench/out/e2e_live-bench-flux.json",),
+    "reference.json": ("python bench/reference.py --pairs 16 --steps 8 --json bench/out/reference.json",),
+    "capture-klein-4b-shape.json": ("python bench/capture.py --model klein-4b-shape --blocks 2",),
+    "phone-loads.json": ("python bench/phone_loads.py",),
+    "build.json": ("python bench/build.py --templates 16 --json bench/out/build.json",),
+    "adaptation-trace-link.json": ("python bench/adaptation.py --repeats 10 "
+                                   "--json bench/out/adaptation-trace-link.json",),
+    "adaptation-kernel-link.json": ("python bench/adaptation.py --link kernel --repeats 10 "
+                                    "--json bench/out/adaptation-kernel-link.json",),
+}
+
+
+def legacy_commands(name: str) -> tuple[str, ...]:
+    """The command(s) to rerun a JSON written without provenance: its own ``command`` if it kept one."""
+    data = _load(name)
+    return (data["command"],) if isinstance(data.get("command"), str) else LEGACY_COMMANDS.get(name, ("?",))
+
+
+def _source(*names: str) -> str:
+    """The line under a table: its JSON files, and the commit and command of every run that wrote
+    them (a file updated with ``--update`` holds parts of several runs, each part stamped); a file
+    written before runs recorded their provenance says so, and how to rerun it."""
+    runs: dict[tuple[str, str], None] = {}
+    legacy = [name for name in names if "provenance" not in _load(name)]
+    for name in names:
+        if name not in legacy:
+            for p in run_stamps(_load(name)):
+                runs[(p.get("commit", "?")[:10], p.get("command", "?"))] = None
+    files = ", ".join(f"`bench/out/{n}`" for n in names)
+    changed = sorted({m for name in names for m in _changed(name)})
+    stale = (f" **Measured on older code**: {', '.join(f'`{m}`' for m in changed)} changed since; rerun "
+             "to refresh." if changed else "")
+    stamped = f" ({'; '.join(f'commit {c}: `{cmd}`' for c, cmd in runs)})" if runs else ""
+    before = "".join(f" {f'`bench/out/{n}` was' if len(names) > 1 else 'It was'} measured before provenance was "
+                     f"recorded; rerun {' then '.join(f'`{c}`' for c in legacy_commands(n))} to refresh it."
+                     for n in legacy)
+    return f"\nFrom {files}{stamped}.{stale}{before}\n"
+
+
+@functools.cache
+def _changed(name: str) -> tuple[str, ...]:
+    """The modules a JSON's runs measured whose code has changed since (see ``changed_since``)."""
+    data = _load(name)
+    modules = data.get("provenance", {}).get("modules", [])
+    return tuple(sorted({m for run in run_stamps(data) for m in changed_since(run, modules)}))
+
+
+def _num(x: float | None, digits: int = 1) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}f}"
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
