@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from sakura.platform import layout
-from sakura.platform.codec import LevelSpec, QueryProbe, encode_shards
+from sakura.platform.codec import LevelSpec, QueryProbe, encode_levels
 from sakura.platform.context import LOWRANK, ZSTD, code_within_parity, encode_context
 from sakura.platform.images import fit_image, image_bytes_identity, load_image
 from sakura.platform.importance import from_attention, from_key_norms
@@ -189,8 +189,9 @@ class TemplateBuilder:
         probes = (self._probes(kv, template, photos[0], schedule, template_context)
                   if any(level.transform for level in s.levels) else None)
         levels, locations = [], {}
+        coded_levels = encode_levels([kv[key] for key in keys], s.levels, [scores[key] for key in keys], probes)
         for level in s.levels:
-            payloads = encode_shards([kv[key] for key in keys], level, [scores[key] for key in keys], probes)
+            payloads = coded_levels[level.name]
             data, locs = build_level_file([ShardRow(i, key, p) for i, (key, p) in enumerate(zip(keys, payloads))])
             object_key = layout.level_key(entry.id, job.version, level.name)
             write_once(self.library.tier(level.name), object_key, data)  # never overwrites another build's file

@@ -20,7 +20,7 @@ from sakura.platform.codec.levels import (
     parse_levels,
     v1_levels,
 )
-from sakura.platform.codec.shard import decode_shard, encode_shard, encode_shards
+from sakura.platform.codec.shard import decode_shard, encode_levels, encode_shard, encode_shards
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -35,6 +35,7 @@ __all__ = [
     "TransformSpec",
     "decode_shard",
     "default_levels",
+    "encode_levels",
     "encode_shard",
     "encode_shards",
     "max_payload_bytes",

@@ -19,7 +19,7 @@ from sakura.platform.codec.format import (
 )
 from sakura.platform.codec.format_v2 import LowRankHeader
 from sakura.platform.codec.levels import LevelSpec
-from sakura.platform.codec.transform import encode_transform
+from sakura.platform.codec.transform import encode_transforms
 from sakura.platform.errors import CodecError
 from sakura.platform.importance import key_norm_scores
 from sakura.platform.kv import FactoredPair, KVPair, KVShard, LowRank
@@ -31,12 +31,24 @@ def encode_shards(pairs: Sequence[KVPair], level: LevelSpec, importance: Sequenc
     error over them (:mod:`~sakura.platform.codec.transform`), measured on ``probes`` (each shard's
     calibration queries; None: its own keys stand in). ``importance`` scores each shard's (head,
     token) rows, higher is more important."""
+    return encode_levels(pairs, [level], importance, probes)[level.name]
+
+
+def encode_levels(pairs: Sequence[KVPair], levels: Sequence[LevelSpec],
+                  importance: Sequence[np.ndarray | None] | None = None,
+                  probes: Sequence[QueryProbe | None] | None = None) -> dict[str, list[bytes]]:
+    """:func:`encode_shards` at every level of ``levels``, by level name: the same payloads, with
+    the work transform levels share (fits, error measurements, codings) done once."""
     importance = [None] * len(pairs) if importance is None else list(importance)
-    if level.transform is not None:
+    transforms = [level for level in levels if level.transform is not None]
+    coded: dict[str, list[bytes]] = {}
+    if transforms:
         probes = [None] * len(pairs) if probes is None else list(probes)
-        return encode_transform(pairs, level, [None if s is None else np.asarray(s, np.float32) for s in importance],
-                                probes)
-    return [_encode_v1(pair, level, scores) for pair, scores in zip(pairs, importance, strict=True)]
+        scores = [None if s is None else np.asarray(s, np.float32) for s in importance]
+        coded.update(zip((level.name for level in transforms), encode_transforms(pairs, transforms, scores, probes)))
+    return {level.name: coded[level.name] if level.name in coded else
+            [_encode_v1(pair, level, scores) for pair, scores in zip(pairs, importance, strict=True)]
+            for level in levels}
 
 
 def encode_shard(pair: KVPair, level: LevelSpec, importance: np.ndarray | None = None,

@@ -16,7 +16,7 @@ import numpy as np
 
 from sakura.platform.codec import allocate, lowrank
 from sakura.platform.codec.container import DTYPE_CODES, SECTION, compress
-from sakura.platform.codec.distortion import QueryProbe, surrogate_probe
+from sakura.platform.codec.distortion import OutputError, QueryProbe, surrogate_probe
 from sakura.platform.codec.format_v2 import TENSOR, LowRankHeader, write_payload
 from sakura.platform.codec.levels import LevelSpec
 from sakura.platform.errors import CodecError
@@ -39,21 +39,49 @@ class _Coded:
     option: allocate.Option
 
 
-def encode_transform(pairs: Sequence[KVPair], level: LevelSpec, importance: Sequence[np.ndarray | None],
-                     probes: Sequence[QueryProbe | None]) -> list[bytes]:
-    """The payloads of ``pairs`` (a template's shards, or one) at transform level ``level``."""
-    spec = level.transform
-    if spec is None:
-        raise CodecError(f"level {level.name!r} has no transform")
-    ladders: list[list[_Coded]] = []
+def encode_transforms(pairs: Sequence[KVPair], levels: Sequence[LevelSpec], importance: Sequence[np.ndarray | None],
+                      probes: Sequence[QueryProbe | None]) -> list[list[bytes]]:
+    """The payloads of ``pairs`` at each transform level of ``levels``, in order. Levels that fit
+    and compress alike share each unit's ladder, walked once to the finest level's end: a coarser
+    level's ladder is a prefix of a finer one's (it ends at the first rung negligible to it)."""
+    for level in levels:
+        if level.transform is None:
+            raise CodecError(f"level {level.name!r} has no transform")
+    meters = []
     for pair, scores, probe in zip(pairs, importance, probes, strict=True):
         _check(pair, scores)
-        probe = probe if probe is not None else surrogate_probe(pair.k)
-        exact = probe.output(pair.k, pair.v)
-        # Scores rank rows, higher first; as token weights only their non-negative part counts.
-        weights = np.clip(scores, 0.0, None).sum(axis=0) if spec.weighted and scores is not None else None
-        for which in (0, 1):
-            ladders.append(_ladder(pair, which, weights, probe, exact, spec.target**2, level.zstd_level))
+        meters.append(OutputError(probe if probe is not None else surrogate_probe(pair.k), pair.k, pair.v))
+    out: list[list[bytes]] = [[] for _ in levels]
+    for group in _alike(levels):
+        spec, zstd_level = levels[group[0]].transform, levels[group[0]].zstd_level
+        assert spec is not None
+        finest = min(levels[i].transform.target for i in group)  # type: ignore[union-attr]
+        ladders = [_ladder(pair, which, _weights(scores, spec.weighted), meter, finest**2, zstd_level)
+                   for pair, scores, meter in zip(pairs, importance, meters) for which in (0, 1)]
+        for i in group:
+            out[i] = _encode_level(pairs, levels[i], ladders)
+    return out
+
+
+def _alike(levels: Sequence[LevelSpec]) -> list[list[int]]:
+    """Indexes of ``levels`` grouped by what their ladders depend on: the fit's weighting and zstd's level."""
+    groups: dict[tuple[bool, int], list[int]] = {}
+    for i, level in enumerate(levels):
+        assert level.transform is not None
+        groups.setdefault((level.transform.weighted, level.zstd_level), []).append(i)
+    return list(groups.values())
+
+
+def _weights(scores: np.ndarray | None, weighted: bool) -> np.ndarray | None:
+    """Token weights of a weighted fit: scores rank rows, higher first, and only their non-negative part counts."""
+    return np.clip(scores, 0.0, None).sum(axis=0) if weighted and scores is not None else None
+
+
+def _encode_level(pairs: Sequence[KVPair], level: LevelSpec, ladders: list[list[_Coded]]) -> list[bytes]:
+    """``pairs`` at ``level``, each unit's coding chosen from its ladder (cut where the level's target ends it)."""
+    spec = level.transform
+    assert spec is not None
+    ladders = [_prefix(ladder, spec.target**2) for ladder in ladders]
     choose = allocate.marginal if spec.allocation == "marginal" else allocate.uniform
     picks = choose([[c.option for c in ladder] for ladder in ladders], len(pairs) * spec.target**2)
     chosen = [ladder[i] for ladder, i in zip(ladders, picks)]
@@ -84,22 +112,35 @@ def joint(x: np.ndarray) -> np.ndarray:
     return x.transpose(1, 0, 2).reshape(tokens, heads * head_dim)
 
 
-def _ladder(pair: KVPair, which: int, weights: np.ndarray | None, probe: QueryProbe, exact: np.ndarray,
-            budget: float, zstd_level: int) -> list[_Coded]:
+def _ladder(pair: KVPair, which: int, weights: np.ndarray | None, meter: OutputError, budget: float,
+            zstd_level: int) -> list[_Coded]:
     """Unit ``which`` (0: K, 1: V) of ``pair`` at every rung, coarse to fine, until negligible."""
     x = (pair.k, pair.v)[which]
     heads, tokens, head_dim = x.shape
     f = lowrank.fit(joint(x), weights)
+    error_of = meter.of_keys if which == 0 else meter.of_values
     out: list[_Coded] = []
     for rung, relative in enumerate(LADDER):
         code = lowrank.quantise(f, relative * f.rms)
         coded = [code] if 2 * code.rank < f.width else [code, lowrank.quantise(f, relative * f.rms, identity=True)]
         for c in coded:
-            rebuilt = c.factors().dense().reshape(tokens, heads, head_dim).transpose(1, 0, 2)
-            error = probe.squared_error(exact, *((rebuilt, pair.v) if which == 0 else (pair.k, rebuilt)))
+            error = error_of(c.factors().dense().reshape(tokens, heads, head_dim).transpose(1, 0, 2))
             frames = [(len(raw), compress(raw, zstd_level)) for raw in c.raw_sections()]
             nbytes = TENSOR.size + sum(SECTION.size + len(frame) for _, frame in frames)
             out.append(_Coded(c, frames, allocate.Option(nbytes, error, rung)))
-        if f.rms == 0 or min(c.option.distortion for c in out[-len(coded):]) < NEGLIGIBLE * budget:
+        if f.rms == 0 or _negligible(out, rung, budget):
             break
     return out
+
+
+def _negligible(ladder: list[_Coded], rung: int, budget: float) -> bool:
+    """Whether a coding at ``rung`` errs by less than is negligible for ``budget``: finer rungs cannot matter."""
+    return min(c.option.distortion for c in ladder if c.option.rung == rung) < NEGLIGIBLE * budget
+
+
+def _prefix(ladder: list[_Coded], budget: float) -> list[_Coded]:
+    """``ladder`` up to the rung where :func:`_ladder` would have stopped for ``budget``."""
+    for rung in sorted({c.option.rung for c in ladder}):
+        if _negligible(ladder, rung, budget):
+            return [c for c in ladder if c.option.rung <= rung]
+    return ladder

@@ -12,6 +12,7 @@ from sakura.platform.codec import (
     TransformSpec,
     decode_shard,
     default_levels,
+    encode_levels,
     encode_shard,
     encode_shards,
     peek_header,
@@ -83,6 +84,23 @@ def test_the_target_holds_over_a_template_and_marginal_allocation_costs_least(al
     if allocation == "marginal":
         uniform = encode_shards(pairs, level(target, allocation="uniform"))
         assert sum(map(len, payloads)) <= sum(map(len, uniform))
+
+
+def test_levels_encoded_together_are_the_levels_encoded_one_by_one():
+    """The builder encodes a template's levels in one call that shares each unit's ladder between
+    levels that fit alike; every payload must be the one a level alone would have made."""
+    pairs = [make_low_rank_pair(2, 64, 16, rank=r, noise=n, seed=s) for s, (r, n) in enumerate([(3, 0.02), (8, 0.2)])]
+    scores = [np.random.default_rng(s).random((2, 64)).astype(np.float32) for s in range(2)]
+    levels = [v1_levels()["compact"], LevelSpec(name="coarse", transform=TransformSpec(target=0.05)),
+              LevelSpec(name="fine", transform=TransformSpec(target=0.002)),
+              LevelSpec(name="flat", transform=TransformSpec(target=0.01, weighted=False)),
+              LevelSpec(name="flat-z3", zstd_level=3, transform=TransformSpec(target=0.01, weighted=False)),
+              LevelSpec(name="full", lossless=True)]
+    together = encode_levels(pairs, levels, scores)
+    assert list(together) == [lv.name for lv in levels]
+    for lv in levels:
+        assert together[lv.name] == encode_shards(pairs, lv, scores), lv.name
+    assert together["coarse"] != together["fine"] and together["flat"] != together["fine"]
 
 
 def test_a_weighted_fit_reconstructs_the_weighted_tokens_better():
