@@ -47,7 +47,7 @@ from sakura.edge_client._validation import ShardLimits
 from sakura.edge_client.device import Device
 from sakura.edge_client.errors import ConfigError, EditCancelled
 from sakura.edge_client.estimator import BandwidthEstimator
-from sakura.edge_client.fetch_loop import FETCH, FetchLoop
+from sakura.edge_client.fetch_loop import FetchLoop
 from sakura.edge_client.late_download import Waiting, fetch_due
 from sakura.edge_client.planning import (
     COMPUTE,
@@ -219,7 +219,7 @@ class EditPipeline:
             decode_s={lvl: self.compute_model.decode_s(lvl, self._mean_size[lvl]) for lvl in self._levels},
             compute_start=self.timeline.compute_start, last_consumed=self.kv.last_consumed,
             template_compute=template_s, computed=[j for j, d in enumerate(self._loop.decided) if d == COMPUTE],
-            requested=[j for j, d in enumerate(self._loop.decided) if d == FETCH],
+            ahead=self._loop.ahead,
             can_compute=can_compute and self._may_compute(index), hashes_bytes=self.fetcher.hashes.pending_bytes,
             window=self.max_ahead, pass_shards=self._loop.pass_shards,
         )

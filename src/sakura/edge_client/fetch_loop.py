@@ -114,6 +114,8 @@ class FetchLoop:
         #: Per shard: ``COMPUTE`` once left to the phone, ``FETCH`` once requested, else None.
         self.decided: list[str | None] = [None] * shards
         self.in_flight: deque[int] = deque()  # requested, not yet handed to the decoder
+        #: Shards requested from the top of the pass while a fresh phone timed its first block.
+        self.ahead: list[int] = []
         for index in asked:
             self.decided[index] = FETCH
             self.in_flight.append(index)
@@ -180,6 +182,7 @@ class FetchLoop:
             while self.in_flight and d.arrived(self.in_flight[0]):
                 d.hand_over(self.in_flight.popleft())
             self._request(top, d.choose(top, can_compute=False), d)
+            self.ahead.append(top)
             top -= 1
         d.await_template_cost()
 

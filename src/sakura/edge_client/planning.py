@@ -347,16 +347,16 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
                  startup: float, decode_s: dict[str, float], compute_start: float,
                  last_consumed: tuple[int, float] | None, decode_free_at: float | None = None,
                  link_free_at: float | None = None, template_compute: Sequence[float] = (),
-                 computed: Sequence[int] = (), requested: Sequence[int] = (), can_compute: bool = False,
+                 computed: Sequence[int] = (), ahead: Sequence[int] = (), can_compute: bool = False,
                  pass_shards: int = 0, hashes_bytes: int = 0, window: int = 0) -> PlanContext:
     """The context of shard ``index`` at ``now``, for the live pipeline and the simulator alike.
 
     ``compute``/``startup``: the compute the stage is known to do after each shard / before the
     first; ``last_consumed``: the last shard the model has consumed and when (None before the
     first); ``computed``: shards left to the phone, whose ``template_compute`` the stage spends on
-    its way to ``index``; ``requested``: shards requested already, of which those above ``index``
-    (the top of the pass, fetched while a fresh phone timed its first block) are on their way,
-    with no byte left to plan for. ``decode_free_at`` defaults to ``now``. ``window``: the stage
+    its way to ``index``; ``ahead``: the top of the pass, requested while a fresh phone timed its
+    first block (:attr:`FetchLoop.ahead`): those above ``index`` are on their way, with no byte
+    left to plan for. ``decode_free_at`` defaults to ``now``. ``window``: the stage
     queues' depth (:func:`stage_window`), 0 when unbounded.
     """
     if last_consumed is None:
@@ -367,9 +367,10 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
     left_to_phone = set(computed)
     phone_s = {j: template_compute[j] for j in left_to_phone if j < len(template_compute)}
     ready += sum(phone_s.get(j, 0.0) for j in range(first, index))
-    ahead = {j for j in requested if j > index}
-    if ahead:
-        shards = [ShardOption(dict.fromkeys(s.sizes, 0), s.weight) if j in ahead else s for j, s in enumerate(shards)]
+    on_the_way = {j for j in ahead if j > index}
+    if on_the_way:
+        shards = [ShardOption(dict.fromkeys(s.sizes, 0), s.weight) if j in on_the_way else s
+                  for j, s in enumerate(shards)]
     return PlanContext(
         now=now, index=index, levels=tuple(levels), shards=tuple(shards), utility=utility, estimate=estimate,
         rtt_s=rtt_s, compute=tuple(compute), decode_s=decode_s, ready_at=ready,

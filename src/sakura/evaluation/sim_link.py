@@ -161,10 +161,10 @@ class SimulatedLink:
     def context(self, i: int, now: float, est: BandwidthEstimator, done: list[ShardTiming], compute_start: float,
                  decode_free: float, link_free: float, can_compute: bool = False,
                 left: Sequence[ShardTiming] = (), hashes_bytes: int = 0,
-                template_compute: tuple[float, ...] = (), requested: Sequence[int] = ()) -> PlanContext:
+                template_compute: tuple[float, ...] = (), ahead: Sequence[int] = ()) -> PlanContext:
         """What the live pipeline's policy would know at ``now`` (``done``: the shards consumed so
-        far; ``left``: those left to the phone it has not reached yet; ``requested``: those
-        requested so far; ``hashes_bytes``: the shard
+        far; ``left``: those left to the phone it has not reached yet; ``ahead``: those
+        requested from the top while a fresh phone timed its first block; ``hashes_bytes``: the shard
         hashes object, while the first fetched shard still waits for it; ``template_compute``:
         what the phone knows its template blocks cost, when it may compute)."""
         g = self.g
@@ -180,6 +180,6 @@ class SimulatedLink:
                             decode_s=self.mean_decode, compute_start=compute_start, last_consumed=last,
                             decode_free_at=decode_free, link_free_at=link_free,
                             template_compute=template_compute,
-                            computed=[s.index for s in (*done, *left) if s.computed], requested=requested,
+                            computed=[s.index for s in (*done, *left) if s.computed], ahead=ahead,
                             pass_shards=self.g.shards_per_step, can_compute=can_compute, hashes_bytes=hashes_bytes,
                             window=self.window)

@@ -185,9 +185,10 @@ class EditSimulator:
             est.observe(shard.bytes, max(arrived(shard) - first_byte(shard), 1e-6))
             run.waiting[0], asked = shard, (0,)
             run.link_free = arrived(shard)
-        FetchLoop(self.n, pass_shards=self.g.shards_per_step, one_pass=self.g.kv_cached,
-                  max_in_flight=MAX_IN_FLIGHT, computes=hybrid, takes_back=can_take_back(policy),
-                  asked=asked).run(run)
+        loop = FetchLoop(self.n, pass_shards=self.g.shards_per_step, one_pass=self.g.kv_cached,
+                         max_in_flight=MAX_IN_FLIGHT, computes=hybrid, takes_back=can_take_back(policy), asked=asked)
+        run.ahead = loop.ahead
+        loop.run(run)
         return stages.edit
 
     def _request(self, i: int, run: _Run, level: str) -> None:
@@ -282,7 +283,7 @@ class EditSimulator:
         hashes = self.g.shard_hashes_bytes if run.hashes_due else 0
         return self.link.context(i, run.t, run.est, edit.shards, edit.compute_start, run.stages.decode_free,
                                  run.link_free, can_compute, run.left, hashes,
-                                 self.model.template_s(edit.shards) if can_compute else (), run.requested)
+                                 self.model.template_s(edit.shards) if can_compute else (), run.ahead)
 
 
 class _Run:
@@ -297,7 +298,7 @@ class _Run:
         self.hashes_due = hashes_due  # the preamble's manifest came without its shards' sha256s: fetch them first
         self.waiting: dict[int, ShardTiming] = {}  # requested, not yet handed to the decoder
         self.left: list[ShardTiming] = []  # left to the phone, not reached by the model yet
-        self.requested: list[int] = []
+        self.ahead: list[int] = []  # the loop's :attr:`FetchLoop.ahead`
         self._timed_at: float | None = None  # when the phone knows what a block costs
 
     # -- what the loop asks -------------------------------------------------------------
@@ -353,7 +354,6 @@ class _Run:
         return True
 
     def request(self, index: int, level: str, *, taken_back: bool) -> None:
-        self.requested.append(index)
         self.sim._request(index, self, level)
         self.waiting[index].taken_back = taken_back
 

@@ -178,6 +178,7 @@ def test_while_a_fresh_phone_times_its_first_block_the_link_fetches_the_pass_fro
     fl.run(d)
     ahead = [e[1:3] for e in d.of("request")][:3]
     assert ahead == [(7, "medium"), (6, "medium"), (5, "medium")]
+    assert fl.ahead == [7, 6, 5]  # what the planner counts no more bytes for
     assert d.of("timed?")[:4] == [("timed?", None), ("timed?", 7), ("timed?", 6), ("timed?", 5)]
     assert d.log.index(("hand", 7)) < d.log.index(("request", 6, "medium", False))
     assert [e[1] for e in d.of("choose")][:3] == [0, 7, 6] and ("choose", 1, True) in d.log
@@ -191,7 +192,7 @@ def test_fetching_ahead_stops_at_max_in_flight_and_then_waits_for_the_block():
     fl = loop(9, max_in_flight=2)
     fl.run(d)
     first = d.log.index(("await",))
-    assert [e[1] for e in d.of("request") if d.log.index(e) < first] == [8, 7]
+    assert [e[1] for e in d.of("request") if d.log.index(e) < first] == [8, 7] == fl.ahead
     assert fl.decided == [COMPUTE] + [FETCH] * 8
 
 
@@ -201,9 +202,10 @@ def test_only_a_policy_that_splits_one_pass_fetches_ahead(one_pass):
     not be asked in order; nor does a per-step model, whose passes repeat."""
     d = Script(computes={0, 1, 2, 3}, untimed=5)
     takes_back = not one_pass
-    FetchLoop(4, pass_shards=4 if one_pass else 2, one_pass=one_pass, max_in_flight=2, computes=True,
-              takes_back=takes_back).run(d)
-    assert d.of("timed?") == [] and d.of("request") == []
+    fl = FetchLoop(4, pass_shards=4 if one_pass else 2, one_pass=one_pass, max_in_flight=2, computes=True,
+                   takes_back=takes_back)
+    fl.run(d)
+    assert d.of("timed?") == [] and d.of("request") == [] and fl.ahead == []
 
 
 def test_take_back_fetches_the_top_of_the_prefix_first_until_the_policy_says_stop():

@@ -201,8 +201,8 @@ def test_shards_requested_above_the_one_planned_cost_no_more_link_time():
                    utility=level_utility(SIZES), estimate=Estimate(rate, 0.0), rtt_s=0.01,
                    compute=(LAYER_S,) * n, startup=0.0, decode_s={lv: 0.001 for lv in LEVELS}, compute_start=0.0,
                    last_consumed=None, template_compute=(TEMPLATE_S,) * n, pass_shards=n, can_compute=True)
-    plain = plan_context(0.0, 1, computed=[0], requested=[0], **context)
-    ahead = plan_context(0.0, 1, computed=[0], requested=[n - 1, n - 2], **context)
+    plain = plan_context(0.0, 1, computed=[0], ahead=[0], **context)
+    ahead = plan_context(0.0, 1, computed=[0], ahead=[n - 1, n - 2], **context)
     assert [ahead.size("full", j) for j in range(n)] == [SIZES["full"]] * (n - 2) + [0, 0]
     assert [plain.size("full", j) for j in range(n)] == [SIZES["full"]] * n  # a shard below is not ahead
     fetched = lambda c, lv: simulate(c, [lv] * (n - 1), constant_rate(rate)).ready  # noqa: E731
