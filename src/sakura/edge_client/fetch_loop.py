@@ -20,7 +20,8 @@ The loop (``docs/architecture.md``, "The fetch stage"):
 3. In one pass of the reference tokens, once every shard above the prefix left to the phone is on
    its way, take back the top of that prefix one block at a time while the policy says its
    download ends before the phone would have computed it and the model has not reached it.
-4. Hand over what is still in flight, in order.
+4. Hand over what is still in flight, lowest shard first (the model's order; a complete download
+   is handed over as soon as it is complete, so one stalled above it never holds it up).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class FetchLoop:
             self._take_back(d)
         d.finish_left()
         while self.in_flight and not d.stopped():
-            d.hand_over(self.in_flight.popleft())
+            self._hand_over_lowest(d)
 
     def may_compute(self, index: int, d: FetchDriver) -> bool:
         """The phone may compute shard ``index``: it starts a pass, or the shard before it is
@@ -157,15 +158,38 @@ class FetchLoop:
         near done; hand each complete download over as it completes meanwhile (the decoder and
         the model need not wait for a slow download behind it)."""
         if len(self.in_flight) >= self.max_in_flight:
-            d.hand_over(self.in_flight.popleft())
+            self._hand_over_lowest(d)
         near = not self.in_flight
         while True:
-            while self.in_flight and d.arrived(self.in_flight[0]):
-                d.hand_over(self.in_flight.popleft())
+            self._hand_over_arrived(d)
             if near or not self.in_flight:
                 break
-            near = d.wait_near_done(self.in_flight[-1], self.in_flight[0])
+            near = d.wait_near_done(self.in_flight[-1], min(self.in_flight))
         d.catch_up()
+
+    def _hand_over_lowest(self, d: FetchDriver) -> None:
+        """Hand the lowest shard in flight to the decoder (waiting for its download): the one the
+        model needs first, which is not always the first requested (the top of the pass is fetched
+        ahead, a take-back goes below shards already on their way)."""
+        index = min(self.in_flight)
+        self.in_flight.remove(index)
+        d.hand_over(index)
+
+    def _hand_over_arrived(self, d: FetchDriver) -> None:
+        """Hand every complete download to the decoder at once, lowest first, so that a download
+        stalled near the top of the pass never holds up a complete one below it (the model would
+        wait for that one's decode behind a download it may end up computing instead). In one
+        pass any complete one goes (the stage queues hold every shard of the pass:
+        :func:`~sakura.edge_client.planning.stage_window`); a per-step model's queues hold two, so
+        only the lowest in flight goes, or shards decoded ahead could fill them before it."""
+        while self.in_flight:
+            candidates = sorted(self.in_flight) if self.one_pass else [min(self.in_flight)]
+            done = [index for index in candidates if d.arrived(index)]
+            if not done:
+                return
+            for index in done:
+                self.in_flight.remove(index)
+                d.hand_over(index)
 
     def _time_a_block(self, index: int, d: FetchDriver) -> None:
         """Plan past the first block only once what a block costs this phone is known: a fresh
@@ -179,8 +203,7 @@ class FetchLoop:
         while self.takes_back and top > index and len(self.in_flight) < self.max_in_flight and not d.stopped():
             if d.template_timed(self.in_flight[-1] if self.in_flight else None):
                 return
-            while self.in_flight and d.arrived(self.in_flight[0]):
-                d.hand_over(self.in_flight.popleft())
+            self._hand_over_arrived(d)
             self._request(top, d.choose(top, can_compute=False), d)
             self.ahead.append(top)
             top -= 1
@@ -197,7 +220,7 @@ class FetchLoop:
         self.decided[index] = COMPUTE
         if not self.one_pass:
             while self.in_flight:
-                d.release(self.in_flight.popleft())
+                d.release(self.in_flight.popleft())  # a per-step model's requests go out in order
         d.leave_to_phone(index)
 
     def _take_back(self, d: FetchDriver) -> None:

@@ -208,6 +208,29 @@ def test_only_a_policy_that_splits_one_pass_fetches_ahead(one_pass):
     assert d.of("timed?") == [] and d.of("request") == [] and fl.ahead == []
 
 
+def test_a_download_complete_below_ones_fetched_ahead_is_handed_over_before_them():
+    """The top of the pass (5, 4), fetched ahead while the first block was timed, stalls; shards 2
+    and 3, requested after them, complete: each goes to the decoder at once, and what is still in
+    flight goes lowest first, the model's order (handed over in request order, shard 2 waited
+    behind a download the model would end up computing instead: a hung top shard held the edit
+    until the server let it go)."""
+    d = Script(computes={0, 1}, untimed=2, done={2, 3})
+    fl = loop(6, max_in_flight=4)
+    fl.run(d)
+    assert fl.ahead == [5, 4]
+    assert d.of("hand") == [("hand", 2), ("hand", 3), ("hand", 4), ("hand", 5)]
+    assert d.log.index(("hand", 2)) < d.log.index(("request", 3, "medium", False))
+
+
+def test_a_shard_taken_back_goes_to_the_decoder_before_those_above_it():
+    """Shard 2, taken back after 3 and 4 were requested, is the one the model needs first: when
+    the loop must wait for a download to make room, it waits for that one."""
+    d = Script(computes={0, 1, 2}, take_backs=["full", None])
+    fl = loop(5)
+    fl.run(d)
+    assert d.of("hand") == [("hand", 3), ("hand", 2), ("hand", 4)]
+
+
 def test_take_back_fetches_the_top_of_the_prefix_first_until_the_policy_says_stop():
     d = Script(computes={0, 1, 2}, take_backs=["full", "medium", None])
     fl = loop(5)
