@@ -71,7 +71,7 @@ class OutputError:
     costs one weighted sum, not a whole attention."""
 
     def __init__(self, probe: QueryProbe, k: np.ndarray, v: np.ndarray) -> None:
-        self._probe, self._k, self._v = probe, k, v
+        self._probe, self._v = probe, v
         self._exact_scores = probe.scores(k)
         self.exact = probe.combine(self._exact_scores, v)
         self._energy = _energy(self.exact)

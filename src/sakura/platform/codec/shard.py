@@ -46,9 +46,11 @@ def encode_levels(pairs: Sequence[KVPair], levels: Sequence[LevelSpec],
         probes = [None] * len(pairs) if probes is None else list(probes)
         scores = [None if s is None else np.asarray(s, np.float32) for s in importance]
         coded.update(zip((level.name for level in transforms), encode_transforms(pairs, transforms, scores, probes)))
-    return {level.name: coded[level.name] if level.name in coded else
-            [_encode_v1(pair, level, scores) for pair, scores in zip(pairs, importance, strict=True)]
-            for level in levels}
+    for level in levels:
+        if level.name not in coded:
+            coded[level.name] = [_encode_v1(pair, level, scores)
+                                 for pair, scores in zip(pairs, importance, strict=True)]
+    return {level.name: coded[level.name] for level in levels}
 
 
 def encode_shard(pair: KVPair, level: LevelSpec, importance: np.ndarray | None = None,
