@@ -7,11 +7,11 @@ fetch stage); the simulator drives it too. This stage is its live
 :class:`~sakura.edge_client._pipeline.EditPipeline`, a real link and a real model. Requests go
 out in order, each once the one before is within a round trip of done (on another kept-alive
 connection, at most ``max_in_flight`` at once), so the link does not idle for a round trip between
-shards; each download runs on a pool thread of its own, and is handed to the decoder, in order,
-as soon as it is complete. A download the policy abandons goes on at a smaller level; one of a
-shard the phone computed meanwhile is stopped. A download that the link or the server lets down
-fails the edit, unless the phone can still compute the shard (the pipeline's fallback); after the
-first such, no request leaves.
+shards; each download runs on a pool thread of its own, and is handed to the decoder as soon as
+it is complete, lowest shard first (the loop's order: the model's). A download the policy
+abandons goes on at a smaller level; one of a shard the phone computed meanwhile is stopped. A
+download that the link or the server lets down fails the edit, unless the phone can still compute
+the shard (the pipeline's fallback); after the first such, no request leaves.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class FetchStage:
     def run(self) -> None:
         """Requests go out in order, each once the one before is within a round trip of done, with
         at most ``max_in_flight`` outstanding (small shards on a long link need several in flight
-        to keep it busy); responses are handed to the decoder in order."""
+        to keep it busy); responses are handed to the decoder lowest shard first."""
         self._pool = ThreadPoolExecutor(max_workers=self.loop.max_in_flight, thread_name_prefix="sakura-download")
         try:
             first = self.p.fetcher.first_level
@@ -184,7 +184,7 @@ class FetchStage:
         if not self.stopped():
             self.p.to_decoder(future.result())
 
-    release = hand_over  # the decoder takes shards in order anyway: the fetch stage waits for it
+    release = hand_over  # the decoder takes shards in the model's order anyway: this stage waits
 
     def catch_up(self) -> None:
         """The compute stage runs on its own."""
