@@ -96,6 +96,36 @@ def test_a_component_config_of_the_wrong_types_or_values_is_a_pipeline_error_nam
     assert str(err.value).startswith(str(folder.path / "vae")) and len(str(err.value)) < 600
 
 
+@pytest.mark.parametrize("body", [b'"black-forest-labs/FLUX.2-klein-4B"', b"[1, 2]", b"null"],
+                         ids=["a-hub-id", "a-list", "null"])
+def test_a_component_config_that_is_no_object_is_a_pipeline_error_and_never_reaches_the_network(
+        tmp_path, monkeypatch, body):
+    """diffusers takes a config that is a string or a list for a hub model id and asks the hub for
+    it (23 s of retries offline): the folder's config is checked first, and no load asks the hub."""
+    import socket
+
+    from safetensors.torch import save_file
+
+    asked: list[object] = []
+
+    def no_network(host, *args, **kwargs):
+        asked.append(host)
+        raise socket.gaierror("no network in this test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    folder = PipelineFolder.read(_index(tmp_path / "pipe", {"_class_name": "X", "vae": ["diffusers", "AutoencoderKL"]}))
+    (folder.path / "vae").mkdir()
+    (folder.path / "vae" / "config.json").write_bytes(body)
+    save_file({}, str(folder.path / "vae" / "diffusion_pytorch_model.safetensors"))
+    with pytest.raises(PipelineError, match="a JSON object expected") as err:
+        folder.load("vae")
+    assert str(err.value).startswith(str(folder.path / "vae" / "config.json"))
+    (folder.path / "vae" / "config.json").unlink()  # none at all: the library's own error, offline
+    with pytest.raises(PipelineError, match="cannot load AutoencoderKL"):
+        folder.load("vae")
+    assert asked == []
+
+
 def toy_adapter(folder: PipelineFolder, components: dict, dtype) -> dict:
     """The adapter of the toy pipeline class below: what it was given."""
     return components

@@ -27,7 +27,7 @@ INDEX = "model_index.json"
 #: diffusers and transformers are the only libraries a component may come from.
 LIBRARIES = ("diffusers", "transformers")
 #: The most SAKURA reads of a folder's own JSON files (``model_index.json``, ``sakura.json``: a
-#: few hundred bytes each).
+#: few hundred bytes each) and of a component's ``config.json`` (a few kB).
 MAX_JSON_BYTES = 1 << 20
 
 
@@ -88,9 +88,12 @@ class PipelineFolder:
         if not isinstance(component_class, type) or not hasattr(component_class, "from_pretrained"):
             raise PipelineError(f"{self.path / INDEX}: field '{name}': {library} has no class {class_name[:100]!r} "
                                 "with from_pretrained")
-        kwargs: dict[str, Any] = (
-            {"torch_dtype": dtype} if dtype is not None and hasattr(component_class, "dtype") else {}
-        )
+        self._check_config(name)
+        # Never the hub: a config.json that is not an object (a string, a list) made the library
+        # take it for a hub model id and try the network (23 s of retries offline)
+        kwargs: dict[str, Any] = {"local_files_only": True}
+        if dtype is not None and hasattr(component_class, "dtype"):
+            kwargs["torch_dtype"] = dtype
         if library == "diffusers" and hasattr(component_class, "dtype"):
             kwargs["low_cpu_mem_usage"] = False  # the default wants the accelerate package; no gain at load
         try:
@@ -103,6 +106,17 @@ class PipelineFolder:
             # 0 (ZeroDivisionError), a negative size (torch's RuntimeError)
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise PipelineError(f"{self.path / name}: cannot load {class_name}: {first[:300]}") from exc
+
+    def _check_config(self, name: str) -> None:
+        """A component's ``config.json``, where it has one, is a JSON object (what the library's
+        ``from_pretrained`` reads it as), read as SAKURA reads its own JSON: else a PipelineError."""
+        path = self.path / name / "config.json"
+        try:
+            config = read_json(path)
+        except FileNotFoundError:
+            return  # a tokenizer's folder has none; the library says what it misses
+        if not isinstance(config, dict):
+            raise PipelineError(f"{path}: a JSON object expected, not {type(config).__name__}")
 
 
 def read_json(path: Path) -> Any:
