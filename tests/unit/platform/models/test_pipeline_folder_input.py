@@ -123,6 +123,12 @@ def test_a_component_config_that_is_no_object_is_a_pipeline_error_and_never_reac
     (folder.path / "vae" / "config.json").unlink()  # none at all: the library's own error, offline
     with pytest.raises(PipelineError, match="cannot load AutoencoderKL"):
         folder.load("vae")
+    scheduler = ["diffusers", "FlowMatchEulerDiscreteScheduler"]
+    folder = PipelineFolder.read(_index(tmp_path / "pipe", {"_class_name": "X", "scheduler": scheduler}))
+    (folder.path / "scheduler").mkdir()
+    (folder.path / "scheduler" / "scheduler_config.json").write_bytes(body)
+    with pytest.raises(PipelineError, match="a JSON object expected"):
+        folder.load("scheduler")
     assert asked == []
 
 

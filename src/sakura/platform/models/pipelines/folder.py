@@ -108,15 +108,17 @@ class PipelineFolder:
             raise PipelineError(f"{self.path / name}: cannot load {class_name}: {first[:300]}") from exc
 
     def _check_config(self, name: str) -> None:
-        """A component's ``config.json``, where it has one, is a JSON object (what the library's
-        ``from_pretrained`` reads it as), read as SAKURA reads its own JSON: else a PipelineError."""
-        path = self.path / name / "config.json"
-        try:
-            config = read_json(path)
-        except FileNotFoundError:
-            return  # a tokenizer's folder has none; the library says what it misses
-        if not isinstance(config, dict):
-            raise PipelineError(f"{path}: a JSON object expected, not {type(config).__name__}")
+        """Each of a component's config files (``config.json``, ``scheduler_config.json``,
+        ``tokenizer_config.json``, ...) is a JSON object, what the library's ``from_pretrained``
+        reads it as, read as SAKURA reads its own JSON: else a PipelineError. (Even offline, a
+        scheduler's config that is a string sends diffusers to the hub for that id.)"""
+        for path in sorted((self.path / name).glob("*config.json")):
+            try:
+                config = read_json(path)
+            except FileNotFoundError:
+                continue  # a dangling link: the library says what it misses
+            if not isinstance(config, dict):
+                raise PipelineError(f"{path}: a JSON object expected, not {type(config).__name__}")
 
 
 def read_json(path: Path) -> Any:
