@@ -27,7 +27,7 @@ INDEX = "model_index.json"
 #: diffusers and transformers are the only libraries a component may come from.
 LIBRARIES = ("diffusers", "transformers")
 #: The most SAKURA reads of a folder's own JSON files (``model_index.json``, ``sakura.json``: a
-#: few hundred bytes each) and of a component's ``config.json`` (a few kB).
+#: few hundred bytes each) and of a component's ``*config.json`` files (a few kB each).
 MAX_JSON_BYTES = 1 << 20
 
 
@@ -89,8 +89,8 @@ class PipelineFolder:
             raise PipelineError(f"{self.path / INDEX}: field '{name}': {library} has no class {class_name[:100]!r} "
                                 "with from_pretrained")
         self._check_config(name)
-        # Never the hub: a config.json that is not an object (a string, a list) made the library
-        # take it for a hub model id and try the network (23 s of retries offline)
+        # Never the hub: the folder is all there is (``_check_config`` has already refused the
+        # non-object configs that the library would take for a hub model id)
         kwargs: dict[str, Any] = {"local_files_only": True}
         if dtype is not None and hasattr(component_class, "dtype"):
             kwargs["torch_dtype"] = dtype
