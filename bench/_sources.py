@@ -87,11 +87,51 @@ def _source(*names: str) -> str:
     changed = sorted({m for name in names for m in _changed(name)})
     stale = (f" **Measured on older code**: {', '.join(f'`{m}`' for m in changed)} changed since; rerun "
              "to refresh." if changed else "")
+    inputs = {i: why for name in names for i, why in _stale_inputs(name).items()}
+    stale += (" **Built on older inputs**: " + ", ".join(f"`bench/out/{i}` ({why})" for i, why in inputs.items())
+              + "; rerun them, then this, to refresh." if inputs else "")
     stamped = f" ({'; '.join(f'commit {c}: `{cmd}`' for c, cmd in runs)})" if runs else ""
     before = "".join(f" {f'`bench/out/{n}` was' if len(names) > 1 else 'It was'} measured before provenance was "
                      f"recorded; rerun {' then '.join(f'`{c}`' for c in legacy_commands(n))} to refresh it."
                      for n in legacy)
     return f"\nFrom {files}{stamped}.{stale}{before}\n"
+
+
+#: Where a simulated figure records the bench JSON it took its codec rates from (``source``,
+#: ``decode_source``, ``context``) and the code digest of the run that wrote each.
+INPUT_FIELDS = (("source", "codec_digest"), ("decode_source", "decode_digest"), ("context", "context_digest"))
+
+
+def _inputs(data: object) -> dict[str, str | None]:
+    """The bench JSON a figure's runs read their rates from (every ``codec_rates_source`` in it):
+    name -> the code digest of the run it read."""
+    found: dict[str, str | None] = {}
+    if isinstance(data, dict):
+        rates = data.get("codec_rates_source")
+        if isinstance(rates, dict):
+            found.update({rates[n]: rates[d] for n, d in INPUT_FIELDS if n in rates and d in rates})
+        for value in data.values():
+            found.update(_inputs(value))
+    elif isinstance(data, list):
+        for value in data:
+            found.update(_inputs(value))
+    return found
+
+
+@functools.cache
+def _stale_inputs(name: str) -> dict[str, str]:
+    """The inputs of a JSON's figures that no longer describe today's code: one rerun since at other
+    code (its digest is not the one the figure read), or one itself measured on older code (a decode
+    rate measured on an older codec is older code, whatever the simulator's own digest says)."""
+    stale = {}
+    for source, digest in _inputs(_load(name)).items():
+        if not (OUT / source).is_file():
+            stale[source] = "no longer kept"
+        elif _load(source).get("provenance", {}).get("code_digest") != digest:
+            stale[source] = "rerun since at other code"
+        elif _changed(source) or _stale_inputs(source):
+            stale[source] = "measured on older code"
+    return stale
 
 
 @functools.cache

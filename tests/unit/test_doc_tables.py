@@ -114,3 +114,42 @@ def test_a_table_says_when_its_figures_were_measured_on_older_code(tables, prove
         assert "**Measured on older code**: `sakura.evaluation.regime` changed since" in tables._source("stale.json")
     finally:
         tables._changed.cache_clear()
+
+
+def test_a_table_says_when_the_figures_it_was_built_on_no_longer_describe_todays_code(
+        tables, provenance_module, tmp_path, monkeypatch):
+    """A simulated figure takes its codec rates from other bench JSON: it is as stale as they are."""
+    sources = importlib.import_module("_sources")
+    fresh = provenance_module.provenance(*MODULES)
+    older = {**fresh, "code_digest": "0" * 64,
+             "module_digests": {**fresh["module_digests"], "sakura.evaluation.regime": "2" * 64}}
+    monkeypatch.setattr(sources, "OUT", tmp_path)
+
+    def source(name: str, files: dict[str, dict]) -> str:
+        for old in tmp_path.iterdir():
+            old.unlink()
+        for file, data in files.items():
+            (tmp_path / file).write_text(json.dumps(data))
+        for cache in (sources._changed, sources._stale_inputs):
+            cache.cache_clear()
+        return tables._source(name)
+
+    def built_on(input_digest: str, name: str = "codec.json") -> dict:
+        return {"provenance": fresh, "setup": {"codec_rates_source": {
+            "source": name, "codec_digest": input_digest, "context": "uncoded"}}}
+
+    today = fresh["code_digest"]
+    try:
+        assert "older inputs" not in source("figure.json", {
+            "figure.json": built_on(today), "codec.json": {"provenance": fresh}})
+        assert "`bench/out/codec.json` (rerun since at other code)" in source("figure.json", {
+            "figure.json": built_on("8" * 64), "codec.json": {"provenance": fresh}})
+        assert "`bench/out/codec.json` (measured on older code)" in source("figure.json", {
+            "figure.json": built_on(older["code_digest"]), "codec.json": {"provenance": older}})
+        assert "`bench/out/figure.json` (measured on older code)" in source("map.json", {  # through a figure
+            "map.json": built_on(today, "figure.json"), "figure.json": built_on(older["code_digest"]),
+            "codec.json": {"provenance": older}})
+        assert "`bench/out/codec.json` (no longer kept)" in source("figure.json", {"figure.json": built_on(today)})
+    finally:
+        for cache in (sources._changed, sources._stale_inputs):
+            cache.cache_clear()
