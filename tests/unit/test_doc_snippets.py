@@ -7,7 +7,8 @@ The blocks of README.md and docs/*.md, by kind:
   parses with the ``sakura`` command's real parser (a delegated command's own), each
   ``python bench/X.py ...`` and ``python -m MODULE ...`` with that program's parser (its ``main``
   stops right after parsing), each ``make`` target is one the Makefile defines, each ``curl`` asks
-  for a route of ``sakura.platform.http_api``, each script run by its path exists, and each path of
+  for a route of ``sakura.platform.http_api``, each ``pip install`` installs this checkout's own
+  extras or a pin its constraints file holds, each script run by its path exists, and each path of
   ``examples/`` or ``infra/`` a command names exists. A line holding ``...`` (the rest left to the
   reader) only has its flags checked;
 * inline code that is a command (``sakura ...``, ``python bench/...``, ``make ...``) has its flags
@@ -32,6 +33,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from unittest import mock
 from urllib.parse import urlsplit
@@ -43,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)[^\n]*\n(?P<body>.*?)^(?P=indent)```", re.S | re.M)
 #: The commands the docs' shell blocks may run, each with its checker below.
-COMMANDS = ("make", "sakura", "python", "curl", "ray", "export", "xxd", "head")
+COMMANDS = ("make", "sakura", "python", "curl", "ray", "pip", "export", "xxd", "head")
 EMBED_EXAMPLE = "<!-- embed-example:"
 
 
@@ -186,6 +188,27 @@ def _routes() -> list[re.Pattern]:
     return [re.compile("^" + re.sub(r"\\{[^}]*\\}", "[^/]+", re.escape(t)) + "$") for t in [*templates, "/healthz"]]
 
 
+def check_pip_install(args: list[str]) -> None:
+    """``pip install -c FILE SPEC...`` from the checkout: FILE exists, and each SPEC is the checkout
+    with extras ``pyproject.toml`` defines (``.[edge]``) or a pin FILE holds word for word."""
+    assert args[:1] == ["install"], f"pip {' '.join(args)}: only pip install"
+    words = args[1:]
+    assert "-c" in words, f"pip {' '.join(args)}: without the constraints file torch may come as a CUDA build"
+    constraints = ROOT / words[words.index("-c") + 1]
+    assert constraints.is_file(), f"pip {' '.join(args)}: no {constraints.name}"
+    pins = {line.split("#")[0].strip() for line in constraints.read_text().splitlines()} - {""}
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    specs = [w for i, w in enumerate(words[1:], 1) if not w.startswith("-") and words[i - 1] != "-c"]
+    assert specs, f"pip {' '.join(args)}: installs nothing"
+    for spec in specs:
+        local = re.fullmatch(r"\.\[([\w,-]+)\]", spec)
+        if local:
+            unknown = set(local.group(1).split(",")) - extras
+            assert not unknown, f"pip {' '.join(args)}: no extra {sorted(unknown)} (pyproject has {sorted(extras)})"
+        else:
+            assert spec in pins, f"pip {' '.join(args)}: {spec} is not a pin of {constraints.name}"
+
+
 def check_call(call: list[str], *, flags_only: bool = False) -> None:
     name, args = call[0], call[1:]
     for path in (a for a in args if re.match(r"(examples|infra)/", a)):
@@ -199,6 +222,8 @@ def check_call(call: list[str], *, flags_only: bool = False) -> None:
         assert urls, call
         path = urlsplit(urls[0] if "://" in urls[0] else "http://" + urls[0]).path
         assert any(r.match(path) for r in _routes()), f"curl {path}: no such route in sakura.platform.http_api"
+    elif name == "pip":
+        check_pip_install(args)
     elif name == "ray":
         assert "--" in args, call
         check_call(args[args.index("--") + 1:], flags_only=flags_only)
@@ -245,6 +270,9 @@ def test_every_command_in_the_text_has_flags_its_program_knows(doc, command):
     ("make no-such-target", "no such target"),
     ("curl localhost:8000/v2/templates", "no such route"),
     ("frobnicate --now", "no checker knows"),
+    ("pip install 'sakura-kv[edge]'", "without the constraints file"),
+    ("pip install -c constraints.txt '.[phone]'", "no extra"),
+    ("pip install -c constraints.txt torch==2.2.0", "not a pin"),
     ("sakura edit --server http://x --template t --image i --out o --trace examples/traces/nowhere", "no examples/"),
 ])
 def test_a_command_the_docs_get_wrong_is_caught(script, error, tmp_path):
