@@ -134,3 +134,15 @@ def test_a_build_leaves_a_rolled_back_latest_and_says_so_unless_told_to_move_it(
     assert "--move-latest" in capsys.readouterr().err
     (row,) = build_in_process(specs[3], uri, model="reference", steps=1, move_latest=True)
     assert row.error == "" and library.resolve(tid, "latest") == 4
+
+
+def test_the_example_templates_build_for_any_model_at_its_own_resolution(tmp_path):
+    """The evaluation builds the example spec for every model it measures (``measure_workload``):
+    a resolution pinned in it refused every model but the one it named (bench-flux works at 64)."""
+    from sakura.jobs.build import prepare
+    from sakura.platform.models import load_model
+
+    spec = load_spec(TEMPLATES)
+    assert all(entry.resolution is None for entry in spec.templates)
+    assert load_model("bench-flux").resolution == 64 != load_model("reference").resolution
+    prepare(spec, model="bench-flux", store=f"file://{tmp_path}/lib", create=True)  # refuses before any write
