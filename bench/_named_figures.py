@@ -94,6 +94,53 @@ def _ahead(name: str, workload: str, profile: str, key: str) -> str:
     return _winning_ranges(_load(name)["maps"][workload][profile], key)
 
 
+def _live_worst(name: str, key: str, part: str) -> str:
+    """Of a live validation (``bench/e2e_live.py``'s JSON), the edit the simulator missed by most
+    (largest ``|key|``: ``error`` or ``error_calibrated``): its ``system`` or its trace's ``family``."""
+    row = max(_load(name)["rows"], key=lambda r: abs(r[key]))
+    return {"system": row["system"], "family": row["trace"].split("/")[0]}[part]
+
+
+#: The drifting-popularity cases of ``session.json`` the eviction prose weighs (klein 4B, 1 GB).
+DRIFT_CASES = (("sakura", "catalogues", "shards"), ("sakura-fetch-only", "catalogues", "fetch-only"),
+               ("sakura", "objects_kept", "objects kept"))
+POLICY_NAMES = {"lru": "LRU", "lfu": "in-cache LFU", "lfu-history": "LFU with history"}
+
+
+def _drift_eviction() -> str:
+    """Which eviction policy keeps the most under drifting popularity, case by case: where LRU wins,
+    its largest lead over the next; where it loses, the largest lead of the winner over LRU."""
+    systems = _load("session.json")["workloads"]["klein-4b-ref1024"]["systems"]
+    wins, losses = [], []
+    for system, part, label in DRIFT_CASES:
+        for size, budgets in systems[system][part].items():
+            ratios = {p: v["hit_ratio_drifting"] for p, v in budgets["1GB"].items()}
+            best = max(ratios, key=lambda p: ratios[p])
+            if best == "lru":
+                runner = max((p for p in ratios if p != "lru"), key=lambda p: ratios[p])
+                wins.append((ratios["lru"] - ratios[runner], ratios["lru"], ratios[runner], label, int(size), best))
+            else:
+                losses.append((ratios[best] - ratios["lru"], ratios[best], ratios["lru"], label, int(size), best))
+
+    def where(cases: list) -> str:
+        sizes = sorted({c[4] for c in cases})
+        return " and ".join(f"{n:,}" for n in sizes) + " templates"
+
+    def lead(cases: list) -> str:
+        d, a, b, label, size, _ = max(cases)
+        return f"{d:.2f} ({a:.2f} against {b:.2f}, {label} at {size:,})"
+
+    parts = []
+    if wins:
+        parts.append(f"LRU is best in {len(wins)} of the {len(wins) + len(losses)} (catalogues of {where(wins)}), "
+                     f"by up to {lead(wins)}")
+    if losses:
+        names = " or ".join(POLICY_NAMES[p] for p in sorted({c[5] for c in losses}))
+        parts.append(f"{names} in {len(losses)} (catalogues of {where(losses)}), by at most {lead(losses)} "
+                     "over LRU")
+    return ", and ".join(parts)
+
+
 #: Inline figures no pointer reaches (``<!-- fig: NAME -->``): each returns the text it shows.
 FIGURES: dict[str, Callable[..., str]] = {
     "klein-best-joules-5g": lambda: _span(_klein_energy_best("ondevice_over_sakura_joules", "5g-nsa")[0], ".2f"),
@@ -106,6 +153,8 @@ FIGURES: dict[str, Callable[..., str]] = {
     "two-phones": _two_phones_extreme,
     "lowest-prepared": _lowest_prepared,
     "ahead": _ahead,
+    "live-worst": _live_worst,
+    "drift-eviction": _drift_eviction,
 }
 
 
