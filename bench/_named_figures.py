@@ -6,6 +6,7 @@ renders them into the docs."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from _figures import REDUCE, pointer_figure
 from _regime_tables import FAMILIES, _e2e_workloads, _over_best, _winning_ranges
@@ -107,6 +108,16 @@ DRIFT_CASES = (("sakura", "catalogues", "shards"), ("sakura-fetch-only", "catalo
 POLICY_NAMES = {"lru": "LRU", "lfu": "in-cache LFU", "lfu-history": "LFU with history"}
 
 
+class _Lead(NamedTuple):
+    """One drifting case: the best policy's lead over the one it is weighed against."""
+    by: float
+    best: float
+    other: float
+    label: str
+    size: int
+    policy: str
+
+
 def _drift_eviction() -> str:
     """Which eviction policy keeps the most under drifting popularity, case by case: where LRU wins,
     its largest lead over the next; where it loses, the largest lead of the winner over LRU."""
@@ -116,27 +127,24 @@ def _drift_eviction() -> str:
         for size, budgets in systems[system][part].items():
             ratios = {p: v["hit_ratio_drifting"] for p, v in budgets["1GB"].items()}
             best = max(ratios, key=lambda p: ratios[p])
-            if best == "lru":
-                runner = max((p for p in ratios if p != "lru"), key=lambda p: ratios[p])
-                wins.append((ratios["lru"] - ratios[runner], ratios["lru"], ratios[runner], label, int(size), best))
-            else:
-                losses.append((ratios[best] - ratios["lru"], ratios[best], ratios["lru"], label, int(size), best))
+            other = max((p for p in ratios if p != "lru"), key=lambda p: ratios[p]) if best == "lru" else "lru"
+            lead = _Lead(ratios[best] - ratios[other], ratios[best], ratios[other], label, int(size), best)
+            (wins if best == "lru" else losses).append(lead)
 
-    def where(cases: list) -> str:
-        sizes = sorted({c[4] for c in cases})
-        return " and ".join(f"{n:,}" for n in sizes) + " templates"
+    def where(cases: list[_Lead]) -> str:
+        return " and ".join(f"{n:,}" for n in sorted({c.size for c in cases})) + " templates"
 
-    def lead(cases: list) -> str:
-        d, a, b, label, size, _ = max(cases)
-        return f"{d:.2f} ({a:.2f} against {b:.2f}, {label} at {size:,})"
+    def largest(cases: list[_Lead]) -> str:
+        c = max(cases)
+        return f"{c.by:.2f} ({c.best:.2f} against {c.other:.2f}, {c.label} at {c.size:,})"
 
     parts = []
     if wins:
         parts.append(f"LRU is best in {len(wins)} of the {len(wins) + len(losses)} (catalogues of {where(wins)}), "
-                     f"by up to {lead(wins)}")
+                     f"by up to {largest(wins)}")
     if losses:
-        names = " or ".join(POLICY_NAMES[p] for p in sorted({c[5] for c in losses}))
-        parts.append(f"{names} in {len(losses)} (catalogues of {where(losses)}), by at most {lead(losses)} "
+        names = " or ".join(POLICY_NAMES[p] for p in sorted({c.policy for c in losses}))
+        parts.append(f"{names} in {len(losses)} (catalogues of {where(losses)}), by at most {largest(losses)} "
                      "over LRU")
     return ", and ".join(parts)
 
