@@ -130,6 +130,8 @@ def paper_regime() -> str:
 #: The e2e runs of the compute-or-fetch tables, and the families they show.
 E2E = ("e2e-own-encoder.json", "e2e-kontext.json")
 FAMILIES = ("fcc-broadband", "lumos-4g", "lumos-5g", "mahimahi-cellular", "norway-hsdpa")
+#: The e2e run on the slower phone profile.
+FLAGSHIP_GPU = "e2e-hybrid-flagship-gpu.json"
 
 
 def _e2e_workloads() -> list[tuple[str, dict]]:
@@ -153,6 +155,21 @@ def hybrid_vs_best() -> str:
         for start, state in (("cold", report), ("warm", report["warm"])):
             lines.append(_row([name, start, *(_over_best(state, f, "sakura", others) for f in FAMILIES)]))
     return "\n".join(lines) + "\n" + _source(*(f for f in E2E if (OUT / f).exists()))
+
+
+def flagship_gpu() -> str:
+    """The klein workloads on the slower phone (``--device-profile flagship-gpu``), where the hybrid
+    has most to add: the phone alone over SAKURA, and SAKURA over the best other way (as
+    :func:`hybrid_vs_best`), per workload, cold and warm."""
+    others = ("sakura-fetch-only", "on-device", "on-device-prepared")
+    lines = [_row(["workload", "start", "ratio", *FAMILIES]), _row(["---"] * (3 + len(FAMILIES)))]
+    for name, report in _load(FLAGSHIP_GPU)["workloads"].items():
+        for start, state in (("cold", report), ("warm", report["warm"])):
+            lines.append(_row([name, start, "on-device / SAKURA",
+                               *(_over_best(state, f, "on-device", ("sakura",)) for f in FAMILIES)]))
+            lines.append(_row([name, start, "SAKURA / best other",
+                               *(_over_best(state, f, "sakura", others) for f in FAMILIES)]))
+    return "\n".join(lines) + "\n" + _source(FLAGSHIP_GPU)
 
 
 def two_phones() -> str:
