@@ -15,7 +15,8 @@ The anchors and the FLOPs assumed for each:
 * ``midrange``: the same UNet on the Snapdragon 7 Gen 4's NPU, 170.697 ms (Qualcomm AI Hub):
   803.3 GFLOP, 4.7 TFLOP/s.
 * ``this-machine``: two FLUX.2 blocks timed here at torch's default threads, 49.3 GFLOP in
-  0.265 s (:mod:`sakura.evaluation.calibration`, ``bench/out/calibration.json``): 0.186 TFLOP/s.
+  0.265 s (:mod:`sakura.evaluation.calibration`, the run kept as
+  ``bench/out/history/calibration.json@5e2327d``): 0.186 TFLOP/s.
 
 One throughput per device is an estimate: a VAE's convolutions, a text encoder and a transformer
 block run at different efficiencies, an int8-weight NPU operation is cheaper than an fp16 one, and
@@ -38,7 +39,10 @@ from functools import lru_cache
 THIS_MACHINE_GB6 = 2300.0
 #: Wall seconds of this machine's two fitted blocks (``calibration.FIT_CASE``, the fastest of 5 each)
 #: at torch's default threads (2), measured by ``python bench/calibrate_compute.py --json
-#: bench/out/calibration.json --repeats 5`` (load average 0.3 at its start): 186.4 GFLOP/s.
+#: bench/out/calibration.json --repeats 5`` (load average 0.3 at its start): 186.4 GFLOP/s. That run
+#: is kept as ``bench/out/history/calibration.json@5e2327d``. A rerun of the bench does not refit it:
+#: every live-scaled figure is measured against this constant, and reruns on this shared host
+#: differ by noise (``docs/evaluation.md`` quotes the latest against it).
 THIS_MACHINE_FIT_SECONDS = 0.26457
 #: The profile analytic workloads use unless told otherwise.
 DEFAULT_ANALYTIC_PROFILE = "flagship-npu"
