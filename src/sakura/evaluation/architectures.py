@@ -94,6 +94,10 @@ class Architecture:
     text_tokens: int  # the transformer's text sequence
     latent_channels: int
     pixels_per_token: int = 16
+    #: Whether SAKURA's phone can compute this architecture's template KV itself, as its pipeline's
+    #: adapter can (``computes_template``: klein's; the per-step pipelines' adapters cannot yet). The
+    #: simulated hybrid computes blocks only where the live client can.
+    phone_computes_template: bool = False
     blocks_of: Callable[[Mapping[str, Any]], list[str]] = field(default=lambda cfg: [], compare=False)
 
     @property
@@ -123,7 +127,7 @@ def _sd3_blocks(cfg: Mapping[str, Any]) -> list[str]:
 
 def klein_architecture(shape: KleinShape, name: str | None = None, blocks: int | None = None) -> Architecture:
     """A FLUX.2 [klein] shape as an architecture (``blocks``: only that many, as :meth:`KleinShape.split`)."""
-    return Architecture(name=name or shape.name, family="flux2-klein", kv_cached=True,
+    return Architecture(name=name or shape.name, family="flux2-klein", kv_cached=True, phone_computes_template=True,
                         transformer=shape.transformer_config(blocks),
                         vae=dict(shape.vae), latent_channels=int(shape.vae["latent_channels"]),
                         text_encoders=(TextEncoder("qwen3", dict(shape.text_encoder), shape.max_sequence_length),),

@@ -70,7 +70,9 @@ class EditGeometry:
     text_encode_s: float = 0.0  # the template's prompt through the text encoder(s)
     reference_encode_s: float = 0.0  # the template's image through the VAE
     reference_pass_s: float = 0.0  # the reference tokens through every block, one step
-    shard_compute_s: list[float] = field(default_factory=list)  # computing each shard's KV on the phone
+    #: Computing each shard's KV on the phone; empty where the live client cannot (the model's adapter
+    #: does not compute template KV), so the simulated hybrid fetches, as the live one does.
+    shard_compute_s: list[float] = field(default_factory=list)
     source_bytes: int = 0  # the template's image and prompt: what the stock pipeline downloads
     context_bytes: int = 0  # SAKURA's context objects (prompt embeddings), fetched with the manifest
     prepared_bytes: int = 0  # prompt embeddings + reference latents: what on-device-prepared downloads
@@ -250,7 +252,8 @@ def measure_geometry(
         manifest=manifest_wire(manifest.for_phone()),
         raw_bytes=[2 * (exact[k].k.size + exact[k].v.size) for k in keys],
         kv_itemsize=exact[keys[0]].k.dtype.itemsize,
-        kv_cached=kv_cached, reference_pass_s=one_pass, shard_compute_s=[one_pass / per_step] * len(keys),
+        kv_cached=kv_cached, reference_pass_s=one_pass,
+        shard_compute_s=[one_pass / per_step] * len(keys) if adapter.computes_template else [],
         source_bytes=template_source_bytes(template), context_bytes=sum(c.length for c in manifest.context),
         image_bytes=sum(i.length for i in manifest.images),
         factor_decode_s=factors.seconds, rank_shares=factors.rank_shares(),

@@ -249,15 +249,18 @@ def largest_shards(reports: Sequence[dict], levels: Sequence[str]) -> dict:
 
 
 def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates, levels: Sequence[str],
-                      cachegen_levels: Sequence[str]) -> EditGeometry:
+                      cachegen_levels: Sequence[str], *, phone_computes: bool | None = None) -> EditGeometry:
     """One edit of ``spec`` on ``profile``: shards are the reference KV of each block (and each step
-    for a per-step architecture), consumed in the order the transformer runs them."""
+    for a per-step architecture), consumed in the order the transformer runs them. The phone may
+    compute template blocks where ``phone_computes`` says (by default, where its architecture's
+    client can: :attr:`~sakura.evaluation.architectures.Architecture.phone_computes_template`)."""
     f = edit_flops(spec.arch, reference=spec.reference, output=spec.output, steps=spec.steps)
     per_step = 1 if f.kv_cached else spec.steps
     n = f.blocks * per_step
     sec = 1.0 / profile.flops_per_s
     startup, gaps = _timeline(f, spec.steps, sec)
     all_levels = [*levels, *cachegen_levels]
+    computes = architecture(spec.arch).phone_computes_template if phone_computes is None else phone_computes
     raw = f.kv_bytes_per_block
     source = stock_source_bytes(spec.reference)
     context = round(f.prompt_embed_bytes * rates.context_ratio.get(architecture(spec.arch).family, 1.0))
@@ -271,7 +274,8 @@ def analytic_geometry(spec: Analytic, profile: DeviceProfile, rates: CodecRates,
         weights=[1.0] * n, startup_s=startup, gaps_s=gaps,
         manifest=rates.manifest, raw_bytes=[raw] * n, kv_itemsize=2,
         kv_cached=f.kv_cached, text_encode_s=f.text_encode * sec, reference_encode_s=f.vae_encode_reference * sec,
-        reference_pass_s=sum(f.reference) * sec, shard_compute_s=[r * sec for r in f.reference] * per_step,
+        reference_pass_s=sum(f.reference) * sec,
+        shard_compute_s=[r * sec for r in f.reference] * per_step if computes else [],
         source_bytes=source, context_bytes=context, prepared_bytes=context + f.reference_latent_bytes,
         image_bytes=source - len(STOCK_PROMPT.encode()))
     geometry.ondevice_s[1] = geometry.ondevice_compute_s("on-device")

@@ -96,7 +96,7 @@ def test_a_per_step_edit_needs_every_block_at_every_step():
     # the step's last block, then the next step's embedders
     assert g.gaps_s[23] == pytest.approx((f.cached[23] + f.outside_per_step) / per_s)
     assert g.gaps_s[-1] == pytest.approx((f.cached[23] + f.vae_decode) / per_s)
-    assert len(g.shard_compute_s) == g.shards
+    assert g.shard_compute_s == []  # SD3.5's adapter cannot compute template KV on the phone
 
 
 def test_codec_rates_come_from_measured_geometry(measured):
@@ -235,3 +235,18 @@ def test_analytic_context_objects_ship_at_their_familys_measured_ratio():
                                 g.levels, g.cachegen_levels)
     unmeasured = _geometry(WORKLOADS["kontext-ref512"])[0]
     assert "flux1" in CONTEXT_PIPELINES and kontext.context_bytes == unmeasured.context_bytes
+
+
+def test_each_architecture_says_what_its_pipelines_adapter_can_compute_on_the_phone():
+    """The simulated hybrid computes template blocks only where the live client can: the flag each
+    architecture carries is its pipeline adapter's ``computes_template``."""
+    from sakura.evaluation.architectures import ARCHITECTURES
+    from sakura.platform.models.pipelines.klein import KleinAdapter
+    from sakura.platform.models.pipelines.kontext import KontextAdapter
+    from sakura.platform.models.pipelines.sd3 import SD3PipelineAdapter
+
+    adapters = {"flux2-klein": KleinAdapter, "flux1": KontextAdapter, "sd3": SD3PipelineAdapter}
+    for arch in ARCHITECTURES.values():
+        assert arch.phone_computes_template == adapters[arch.family].computes_template, arch.name
+    klein, _ = _geometry(workload_spec("klein-4b-ref512"))
+    assert len(klein.shard_compute_s) == klein.shards
