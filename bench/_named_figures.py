@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from _figures import REDUCE, pointer_figure
-from _regime_tables import FAMILIES, _e2e_workloads, _over_best, _winning_ranges
+from _regime_tables import FAMILIES, STOCK_OTHERS, _e2e_workloads, _over_best, _winning_ranges
 from _sources import OUT, _load
 
 
@@ -39,7 +39,7 @@ def _session_joules(workload: str, cadence: str) -> str:
 
 
 #: The phones of the compute-or-fetch tables: SAKURA's system on it, and the other ways it may edit.
-PHONES = {"stock": ("sakura", ("sakura-fetch-only", "on-device", "on-device-prepared")),  # hybrid-vs-best
+PHONES = {"stock": ("sakura", STOCK_OTHERS),  # hybrid-vs-best
           "light": ("sakura", ("sakura-fetch-only", "on-device-prepared")),  # two-phones
           "own": ("sakura-own-encoder", ("sakura-fetch-only", "on-device-prepared", "on-device"))}
 
