@@ -145,8 +145,8 @@ class SimulatedLink:
     def _abandon_point(self, i: int, level: str, begin: float, arrival: float, est: BandwidthEstimator | None,
                        policy: LevelPolicy | None, consumed: list[ShardTiming],
                        compute_start: float) -> tuple[float, int, str] | None:
-        if policy is None or est is None or arrival - begin <= ABANDON_MIN_S:
-            return None
+        if policy is None or est is None or arrival - begin <= ABANDON_MIN_S or level == self.g.levels[0]:
+            return None  # a policy abandons for a smaller level: there is none below the smallest
         size, at = self.g.sizes[level][i], begin + ABANDON_MIN_S
         while at < arrival:
             received = int(min(size, self.delivered(begin, at)))

@@ -66,6 +66,25 @@ def test_slow_link_smallest_levels(pinned_geometry):
     assert sim.run("full-sequential").latency_s > sim.run("sakura-fetch-only").latency_s * 5
 
 
+def test_a_download_at_the_smallest_level_is_never_weighed_for_abandoning(pinned_geometry, monkeypatch):
+    """A policy abandons a download for a smaller level; below the smallest there is none, so the
+    simulated link does not ask (it asked every 20 ms of such a download: on a slow link, a per-step
+    model fetching every shard at compact made hours of checks)."""
+    from sakura.edge_client import policy as policies
+
+    asked: list[str] = []
+    real = policies._Adaptive.abandon
+
+    def spy(self, ctx, level, received, rate):
+        asked.append(level)
+        return real(self, ctx, level, received, rate)
+
+    monkeypatch.setattr(policies._Adaptive, "abandon", spy)
+    edit = EditSimulator(pinned_geometry, steady(0.05), 10.0).run("sakura-fetch-only")
+    assert set(edit.levels) == {"compact"} and not edit.shards[0].computed
+    assert "compact" not in asked
+
+
 def test_a_cold_session_starts_small_and_unknown_systems_are_refused(pinned_geometry):
     g = pinned_geometry
     assert EditSimulator(g, steady(1000.0), 1.0, cold=True).run("sakura-fetch-only").levels[0] == "compact"
