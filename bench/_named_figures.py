@@ -70,10 +70,10 @@ def _over_best_figure(files: str, phone: str, start: str, workloads: str, famili
     return f"{REDUCE[reduce](values)[0]:.2f}" if reduce in ("min", "max") else _span(values, ".2f")
 
 
-def _two_phones_extreme(which: str, part: str) -> str:
-    """The most or least of the two-phones table (cold, each system on its own phone): its value,
-    or its ``workload``, ``phone`` or ``family``."""
-    cells = [c for phone in ("light", "own") for c in _over_best_cells("e2e", phone, "cold", "*", "*")]
+def _two_phones_extreme(which: str, part: str, workloads: str = "*") -> str:
+    """The most or least of the two-phones table (cold, each system on its own phone; ``workloads``
+    comma-separated, ``*`` for all): its value, or its ``workload``, ``phone`` or ``family``."""
+    cells = [c for phone in ("light", "own") for c in _over_best_cells("e2e", phone, "cold", workloads, "*")]
     value, where = (max if which == "most" else min)(cells)
     workload, phone, family = where.split(", ")
     return {"value": f"{value:.2f}", "workload": workload, "family": family,
