@@ -44,15 +44,22 @@ PHONES = {"stock": ("sakura", STOCK_OTHERS),  # hybrid-vs-best
           "own": ("sakura-own-encoder", ("sakura-fetch-only", "on-device-prepared", "on-device"))}
 
 
+#: Named sets of workloads a figure may take instead of a list: those whose template KV the phone
+#: computes today, and the per-step ones it can only fetch (``Architecture.phone_computes_template``).
+WORKLOAD_SETS = {"computing": "reference,klein-4b-ref512,klein-4b-ref1024,klein-9b-ref1024",
+                 "per-step": "kontext-ref512,sd35m-ref512"}
+
+
 def _over_best_cells(files: str, phone: str, start: str, workloads: str, families: str) -> list[tuple[float, str]]:
     """SAKURA's median over the best other way of ``phone`` (see :data:`PHONES`), per workload and family
-    (``*`` for all; comma-separated), with where: the cells of the compute-or-fetch tables. ``files``:
-    ``e2e`` (their JSON) or one JSON (``NAME@COMMIT`` for an earlier run)."""
+    (``*`` for all; comma-separated, or a name of :data:`WORKLOAD_SETS`), with where: the cells of the
+    compute-or-fetch tables. ``files``: ``e2e`` (their JSON) or one JSON (``NAME@COMMIT`` for an earlier run)."""
     system, others = PHONES[phone]
     reports = _e2e_workloads() if files == "e2e" else list(_load(files)["workloads"].items())
+    wanted = WORKLOAD_SETS.get(workloads, workloads).split(",")
     cells = []
     for name, report in reports:
-        if workloads != "*" and name not in workloads.split(","):
+        if workloads != "*" and name not in wanted:
             continue
         state = report if start == "cold" else report["warm"]
         for family in FAMILIES if families == "*" else families.split(","):
