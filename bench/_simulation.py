@@ -126,8 +126,14 @@ def reference_workload(repeats: int) -> MeasuredWorkload:
 
 
 def edits_of(name: str, reference: MeasuredWorkload,
-             rates: CodecRates | None = None) -> tuple[DeviceProfile, list[EditGeometry]]:
-    """Workload ``name`` on its default profile (analytic: the default analytic one; measured: this machine)."""
+             args: argparse.Namespace) -> tuple[DeviceProfile, list[EditGeometry], dict | None]:
+    """Workload ``name`` on its default profile (analytic: the default analytic one, at the codec
+    rates ``args`` ask for, as every simulated figure takes them; measured: this machine), and
+    where its codec rates came from (None: measured)."""
     spec = workload_spec(name)
-    profile = device_profile(DEFAULT_ANALYTIC_PROFILE if isinstance(spec, Analytic) else "this-machine")
-    return profile, workload_geometries(spec, profile, reference, rates)
+    if not isinstance(spec, Analytic):
+        profile = device_profile("this-machine")
+        return profile, workload_geometries(spec, profile, reference), None
+    profile = device_profile(DEFAULT_ANALYTIC_PROFILE)
+    rates, source = analytic_rates(args, reference)
+    return profile, workload_geometries(spec, profile, reference, rates), source

@@ -92,11 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         rerun = args.workload or DEFAULT_WORKLOADS
         kept_parts([part for name, part in out["workloads"].items() if name not in rerun], earlier)
     for name in args.workload or DEFAULT_WORKLOADS:
-        profile, geometries = edits_of(name, reference)
+        profile, geometries, rates_source = edits_of(name, reference, args)
         print(f"{name} on {profile.name}: {geometries[0].shards} shards, compute {geometries[0].compute_s:.2f} s",
               flush=True)
         report = _families(geometries, families, rtt, floor, phone, args.starts)
-        report.update(device_profile=profile.name, starts_per_trace=args.starts, session_traces=args.session_traces,
+        report.update(device_profile=profile.name, codec_rates_source=rates_source, starts_per_trace=args.starts,
+                      session_traces=args.session_traces,
                       session_edits=args.session_edits)
         report["regime"] = _regime(geometries, rtt, floor, phone, args.points)
         report["sustained"] = _sustained(geometries[0], families, rtt, phone, args)

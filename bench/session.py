@@ -75,12 +75,13 @@ def main(argv: list[str] | None = None) -> int:
                            "budgets": BUDGETS, "starts_per_trace": args.starts},
                  "workloads": {}}
     for name in args.workload or DEFAULT_WORKLOADS:
-        profile, geometries = edits_of(name, reference)
+        profile, geometries, rates_source = edits_of(name, reference, args)
         runs = simulate_runs(geometries, families, starts=args.starts, rtt_s=rtt, systems=SYSTEMS)
         warm = simulate_runs(geometries, families, starts=args.starts, rtt_s=rtt, systems=SYSTEMS, warm_template=True)
         g = geometries[0]
         template_bytes = {lv: float(np.mean([sum(x.sizes[lv]) for x in geometries])) for lv in g.levels}
-        report: dict = {"device_profile": profile.name, "template_bytes": template_bytes, "systems": {}}
+        report: dict = {"device_profile": profile.name, "codec_rates_source": rates_source,
+                        "template_bytes": template_bytes, "systems": {}}
         for system in SYSTEMS:
             full_hit = [_full_hit_s(g, system) for g in geometries]
             pool = [_pooled(r.edits[system], w.edits[system], r.sim.g, full_hit[r.case]) for r, w in zip(runs, warm)]
