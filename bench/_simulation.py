@@ -126,14 +126,13 @@ def reference_workload(repeats: int) -> MeasuredWorkload:
 
 
 def edits_of(name: str, reference: MeasuredWorkload,
-             args: argparse.Namespace) -> tuple[DeviceProfile, list[EditGeometry], dict | None]:
-    """Workload ``name`` on its default profile (analytic: the default analytic one, at the codec
-    rates ``args`` ask for, as every simulated figure takes them; measured: this machine), and
-    where its codec rates came from (None: measured)."""
+             rates: tuple[CodecRates, dict]) -> tuple[DeviceProfile, list[EditGeometry], dict | None]:
+    """Workload ``name`` on its default profile (analytic: the default analytic one, at ``rates``,
+    what :func:`analytic_rates` gave, as every simulated figure takes them; measured: this
+    machine), and where its codec rates came from (None: measured)."""
     spec = workload_spec(name)
     if not isinstance(spec, Analytic):
         profile = device_profile("this-machine")
         return profile, workload_geometries(spec, profile, reference), None
     profile = device_profile(DEFAULT_ANALYTIC_PROFILE)
-    rates, source = analytic_rates(args, reference)
-    return profile, workload_geometries(spec, profile, reference, rates), source
+    return profile, workload_geometries(spec, profile, reference, rates[0]), rates[1]

@@ -47,7 +47,7 @@ from sakura.evaluation.thermal import NEVER_THROTTLES, ThermalModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import kept_parts, provenance, run_stamp  # noqa: E402
-from _simulation import SIMULATED, edits_of, parser, reference_workload, rtt_s  # noqa: E402
+from _simulation import SIMULATED, analytic_rates, edits_of, parser, reference_workload, rtt_s  # noqa: E402
 
 #: The code an energy figure depends on: the simulated edits', and the power and thermal models.
 ENERGY = (*SIMULATED, "sakura.evaluation.energy", "sakura.evaluation.thermal", "sakura.evaluation.sustained")
@@ -91,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         out["workloads"] = earlier["workloads"]
         rerun = args.workload or DEFAULT_WORKLOADS
         kept_parts([part for name, part in out["workloads"].items() if name not in rerun], earlier)
+    rates = analytic_rates(args, reference)  # the codec bench JSON, read once for every workload
     for name in args.workload or DEFAULT_WORKLOADS:
-        profile, geometries, rates_source = edits_of(name, reference, args)
+        profile, geometries, rates_source = edits_of(name, reference, rates)
         print(f"{name} on {profile.name}: {geometries[0].shards} shards, compute {geometries[0].compute_s:.2f} s",
               flush=True)
         report = _families(geometries, families, rtt, floor, phone, args.starts)

@@ -41,7 +41,7 @@ from sakura.evaluation.simulator import EditSimulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import provenance  # noqa: E402
-from _simulation import SIMULATED, edits_of, parser, reference_workload, rtt_s  # noqa: E402
+from _simulation import SIMULATED, analytic_rates, edits_of, parser, reference_workload, rtt_s  # noqa: E402
 
 #: UFS 4.0 sequential read, "up to 4,200 megabytes per second" (Samsung Newsroom, 'Samsung Develops
 #: High-Performance UFS 4.0 Storage', 2022): 33,600 Mbit/s.
@@ -74,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                            "sessions": args.sessions, "edits": args.edits, "warmup": args.warmup,
                            "budgets": BUDGETS, "starts_per_trace": args.starts},
                  "workloads": {}}
+    rates = analytic_rates(args, reference)  # the codec bench JSON, read once for every workload
     for name in args.workload or DEFAULT_WORKLOADS:
-        profile, geometries, rates_source = edits_of(name, reference, args)
+        profile, geometries, rates_source = edits_of(name, reference, rates)
         runs = simulate_runs(geometries, families, starts=args.starts, rtt_s=rtt, systems=SYSTEMS)
         warm = simulate_runs(geometries, families, starts=args.starts, rtt_s=rtt, systems=SYSTEMS, warm_template=True)
         g = geometries[0]

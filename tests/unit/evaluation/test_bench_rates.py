@@ -29,22 +29,22 @@ def _reference(decode_factor: float = 1.0) -> MeasuredWorkload:
     return MeasuredWorkload("reference", [g.scaled(1.0, decode_factor=decode_factor)], fidelity=[])
 
 
-def _args(simulation, *options: str):
-    return simulation.parser(None, (WORKLOAD,)).parse_args(list(options))
+def _edits(simulation, reference: MeasuredWorkload, *options: str):
+    args = simulation.parser(None, (WORKLOAD,)).parse_args(list(options))
+    return simulation.edits_of(WORKLOAD, reference, simulation.analytic_rates(args, reference))
 
 
 def test_an_analytic_workloads_edit_does_not_follow_the_machines_decode_speed(simulation):
-    args = _args(simulation)
-    _, quiet, source = simulation.edits_of(WORKLOAD, _reference(), args)
-    _, loaded, _ = simulation.edits_of(WORKLOAD, _reference(decode_factor=5.0), args)
+    _, quiet, source = _edits(simulation, _reference())
+    _, loaded, _ = _edits(simulation, _reference(decode_factor=5.0))
     assert quiet == loaded
     assert source["bracket"] == "conservative" and source["decode_source"].startswith("codec-")
 
 
 def test_the_rates_option_picks_the_bracket(simulation):
     reference = _reference()
-    _, conservative, _ = simulation.edits_of(WORKLOAD, reference, _args(simulation))
-    _, optimistic, source = simulation.edits_of(WORKLOAD, reference, _args(simulation, "--rates", "reference"))
+    _, conservative, _ = _edits(simulation, reference)
+    _, optimistic, source = _edits(simulation, reference, "--rates", "reference")
     assert source["bracket"] == "optimistic"
     compact = conservative[0].levels[0]
     assert sum(optimistic[0].sizes[compact]) < sum(conservative[0].sizes[compact])
