@@ -63,6 +63,7 @@ from sakura.edge_client.policy import LevelPolicy, can_take_back, planned_rate
 from sakura.edge_client.timeline import ShardTiming, Timeline
 from sakura.platform.codec import decode_shard
 from sakura.platform.errors import CodecError
+from sakura.platform.kv import pass_shards
 from sakura.platform.manifest import PhoneManifest
 
 T = TypeVar("T")
@@ -131,9 +132,8 @@ class EditPipeline:
         n = len(manifest.shards)
         self._mean_size = {lvl: sum(s.levels[lvl].length for s in manifest.shards) // n for lvl in self._levels}
         one_pass = not manifest.model.step_dependent
-        first_step = manifest.shards[0].key.step
         self._loop = FetchLoop(
-            n, pass_shards=n if one_pass else sum(s.key.step == first_step for s in manifest.shards),
+            n, pass_shards=pass_shards([s.key for s in manifest.shards]),
             one_pass=one_pass, max_in_flight=max_in_flight, computes=template is not None,
             takes_back=can_take_back(policy), asked=(0,) if fetcher.first_level is not None else ())
         self.fetch = FetchStage(self, self._loop, self._levels, self._stop)
@@ -229,7 +229,7 @@ class EditPipeline:
         template pass up to it is computed or left to the phone already."""
         if self.template is None or index < self.template.frontier:
             return False
-        return all(decided == COMPUTE for decided in self._loop.decided[self.template.frontier:index])
+        return all(decided == COMPUTE for decided in self._loop.decided[self.template.pass_frontier(index):index])
 
     def fetch_due(self, index: int, waiting_since: float) -> float:
         """When shard ``index``, which the model has waited for since ``waiting_since``, would be

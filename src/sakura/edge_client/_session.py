@@ -9,6 +9,7 @@ id, version, shard index and level leave the device: the photo never does.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,7 +40,7 @@ from sakura.edge_client.timeline import Progress
 from sakura.platform import http_api, layout
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import fit_image
-from sakura.platform.kv import KVPair, ShardKey
+from sakura.platform.kv import KVPair, ShardKey, pass_shards
 from sakura.platform.manifest import MAX_MANIFEST_BYTES, ManifestError, PhoneManifest, PhoneModel
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_named_model
 from sakura.platform.retry import RetryPolicy
@@ -293,13 +294,16 @@ class EdgeSession:
                 and (manifest.source or manifest.images)):
             return None
         make_source, prepare_s = self._objects.template_source(manifest, adapter, cancel, bundled)
+        source = functools.cache(make_source)  # once, for every pass
 
-        def blocks() -> Iterator[tuple[ShardKey, KVPair]]:
-            return adapter.iter_template_kv(make_source(), context=context, task=manifest.task, schedule=schedule)
+        def blocks(step: int | None) -> Iterator[tuple[ShardKey, KVPair]]:
+            return adapter.iter_template_kv(source(), context=context, task=manifest.task, schedule=schedule,
+                                            step=step)
 
-        return TemplateComputer(blocks, [s.key for s in manifest.shards], self.compute_model, manifest.model.name,
+        keys = [s.key for s in manifest.shards]
+        return TemplateComputer(blocks, keys, self.compute_model, manifest.model.name,
                                 pace=self.device.after_template if self.device is not None else None,
-                                prepare_s=prepare_s, cancel=cancel)
+                                prepare_s=prepare_s, cancel=cancel, pass_shards=pass_shards(keys))
 
 
 

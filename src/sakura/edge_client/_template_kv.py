@@ -1,8 +1,11 @@
-"""The template KV the phone computes itself: the model's reference pass, one block at a time.
+"""The template KV the phone computes itself: the model's reference passes, one block at a time.
 
-Block ``b``'s KV needs the reference hidden states out of blocks ``0..b-1``: the pass has reached
-the *frontier*, and computing shard ``b`` runs it through every block up to ``b`` (the KV of
-blocks passed on the way, fetched already, is dropped). Each block is timed and taught to the
+Block ``b``'s KV needs the reference hidden states out of blocks ``0..b-1`` of its pass: the pass
+has reached the *frontier*, and computing shard ``b`` runs it through every block up to ``b``
+(the KV of blocks passed on the way, fetched already, is dropped). A step-independent model's
+template KV is one pass; a per-step model's is one pass per step, each independent of the others,
+so computing the first shard of a later step starts that step's pass from its first block (the
+rest of the pass before is never run). Each block is timed and taught to the
 :class:`~sakura.edge_client._compute_model.ComputeModel`, which the planner reads.
 """
 
@@ -19,43 +22,61 @@ from sakura.platform.kv import KVPair, ShardKey
 
 
 class TemplateComputer:
-    """``start`` makes the adapter's ``iter_template_kv`` generator for this template, when the
-    first block is asked for: it may prepare the source first (from the template's image), on the
-    compute stage, while the link fetches."""
+    """``start(step)`` makes the adapter's ``iter_template_kv`` generator of the pass whose shards
+    carry ``step`` (None: a step-independent model's one pass), when its first block is asked for:
+    the first may prepare the source (from the template's image), on the compute stage, while the
+    link fetches. ``keys``: the shards in the order the model reads them, ``pass_shards`` of them
+    per pass."""
 
-    def __init__(self, start: Callable[[], Iterator[tuple[ShardKey, KVPair]]], keys: list[ShardKey],
+    def __init__(self, start: Callable[[int | None], Iterator[tuple[ShardKey, KVPair]]], keys: list[ShardKey],
                  compute_model: ComputeModel, model: str, pace: Callable[[float], None] | None = None,
-                 prepare_s: float = 0.0, cancel: threading.Event | None = None) -> None:
+                 prepare_s: float = 0.0, cancel: threading.Event | None = None, pass_shards: int = 0) -> None:
         """``pace``: the device hook told each block's seconds (an emulated slower phone sleeps
-        there). ``prepare_s``: the predicted seconds ``start`` takes (the planner adds them to the
-        first block until it has run). ``cancel``: the edit's, looked at before each block."""
+        there). ``prepare_s``: the predicted seconds the first ``start`` takes (the planner adds
+        them to the first block computed until it has run). ``cancel``: the edit's, looked at
+        before each block. ``pass_shards``: 0 for one pass of every shard."""
         self._start, self._keys, self._pace, self._prepare_s = start, keys, pace, prepare_s
         self._cancel = cancel
+        self._pass_shards = pass_shards or len(keys)
+        if self._pass_shards < 1 or len(keys) % self._pass_shards:
+            raise ModelError(f"{len(keys)} template shards do not make passes of {self._pass_shards}")
         self._blocks: Iterator[tuple[ShardKey, KVPair]] | None = None
+        self._pass: int | None = None  # the first shard of the pass the generator runs
+        self._started = False
         self.compute_model, self.model = compute_model, model
         self.frontier = 0
 
+    def pass_frontier(self, index: int) -> int:
+        """The first shard computing shard ``index`` would compute: the frontier, or the first
+        shard of ``index``'s pass where that pass has not started."""
+        return max(self.frontier, index - index % self._pass_shards)
+
     def block_costs(self, known: tuple[float, ...]) -> tuple[float, ...]:
         """Each block's predicted seconds from the compute model's ``known``, with the preparation
-        still to come added to the frontier's."""
-        if not known or self._blocks is not None or not self._prepare_s:
+        still to come added to the first block of each pass the phone may still start."""
+        if not known or self._started or not self._prepare_s:
             return known
-        return (*known[:self.frontier], known[self.frontier] + self._prepare_s, *known[self.frontier + 1:])
+        firsts = {self.pass_frontier(i) for i in range(self.frontier, len(known), self._pass_shards)}
+        return tuple(s + self._prepare_s if i in firsts else s for i, s in enumerate(known))
 
     def reaches(self, index: int) -> bool:
-        """Whether shard ``index`` is the next block of the pass (every shard before it was computed)."""
-        return index == self.frontier
+        """Whether shard ``index`` is the next block of its pass (every shard of the pass before it was computed)."""
+        return index == self.pass_frontier(index)
 
     def cost_s(self, index: int, known: tuple[float, ...]) -> float:
-        """Predicted seconds to compute shard ``index``: every block from the frontier up to it."""
-        return sum(self.block_costs(known)[self.frontier:index + 1])
+        """Predicted seconds to compute shard ``index``: every block of its pass from the frontier up to it."""
+        return sum(self.block_costs(known)[self.pass_frontier(index):index + 1])
 
     def compute(self, index: int) -> KVPair:
-        """Shard ``index``'s KV, computed here (the pass runs on from the frontier to it)."""
+        """Shard ``index``'s KV, computed here (its pass runs on from the frontier to it)."""
         if index < self.frontier:
             raise ModelError(f"template KV is computed bottom-up: block {index} asked with {self.frontier} passed")
-        if self._blocks is None:
-            self._blocks = self._start()
+        first = index - index % self._pass_shards
+        if self._pass != first:
+            self.close()
+            self._blocks, self._pass, self._started = self._start(self._keys[first].step), first, True
+            self.frontier = max(self.frontier, first)
+        assert self._blocks is not None
         while True:
             if self._cancel is not None and self._cancel.is_set():
                 raise EditCancelled("the edit was cancelled")
@@ -76,3 +97,4 @@ class TemplateComputer:
         close = getattr(self._blocks, "close", None) if self._blocks is not None else None
         if close is not None:
             close()
+        self._blocks = None

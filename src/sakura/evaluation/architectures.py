@@ -95,7 +95,7 @@ class Architecture:
     latent_channels: int
     pixels_per_token: int = 16
     #: Whether SAKURA's phone can compute this architecture's template KV itself, as its pipeline's
-    #: adapter can (``computes_template``: klein's; the per-step pipelines' adapters cannot yet). The
+    #: adapter can (``computes_template``: klein's, and Kontext's and SD3's a pass per step). The
     #: simulated hybrid computes blocks only where the live client can.
     phone_computes_template: bool = False
     blocks_of: Callable[[Mapping[str, Any]], list[str]] = field(default=lambda cfg: [], compare=False)
@@ -137,10 +137,12 @@ def klein_architecture(shape: KleinShape, name: str | None = None, blocks: int |
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
     klein_architecture(KLEIN_4B, "klein-4b"),
     klein_architecture(KLEIN_9B, "klein-9b"),
-    Architecture(name="kontext", family="flux1", kv_cached=False, transformer=_FLUX1, vae=_FLUX1_VAE,
+    Architecture(name="kontext", family="flux1", kv_cached=False, phone_computes_template=True,
+                 transformer=_FLUX1, vae=_FLUX1_VAE,
                  latent_channels=16, text_encoders=(TextEncoder("t5", _T5_XXL, 512), TextEncoder("clip", _CLIP_L, 77)),
                  text_tokens=512, blocks_of=_flux_blocks),
-    Architecture(name="sd35-medium", family="sd3", kv_cached=False, transformer=_SD35M, vae=_FLUX1_VAE,
+    Architecture(name="sd35-medium", family="sd3", kv_cached=False, phone_computes_template=True,
+                 transformer=_SD35M, vae=_FLUX1_VAE,
                  latent_channels=16, text_encoders=(TextEncoder("clip", _CLIP_L, 77), TextEncoder("clip", _CLIP_G, 77),
                                                     TextEncoder("t5", _T5_XXL, 256)),
                  text_tokens=333, blocks_of=_sd3_blocks),

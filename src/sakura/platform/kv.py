@@ -44,6 +44,13 @@ def _step_order(step: int | None) -> int:
     return -1 if step is None else step
 
 
+def pass_shards(keys: list[ShardKey] | tuple[ShardKey, ...]) -> int:
+    """Shards per pass of the reference tokens through the blocks, for ``keys`` in the order a
+    model reads them: every shard where the KV does not depend on the step (one pass), else
+    those of the first step (a pass per step)."""
+    return sum(key.step == keys[0].step for key in keys) if keys else 0
+
+
 @dataclass(frozen=True)
 class KVPair:
     """Keys and values of the template tokens at one shard, as the attention kernel sees them.

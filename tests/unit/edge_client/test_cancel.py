@@ -125,7 +125,7 @@ def test_cancel_between_two_template_blocks_stops_the_pass():
     computed: list[int] = []
     cancel = threading.Event()
 
-    def blocks():
+    def blocks(step: int | None):
         for key in keys:
             computed.append(key.layer)
             cancel.set()  # pressed while block 0 computes

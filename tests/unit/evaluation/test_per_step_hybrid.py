@@ -1,7 +1,6 @@
 """The hybrid on a per-step model (a KV per step and block) behind the live pipeline's bounded stage
-queues: what it plans is what the pipeline can do, so it never trails the phone computing alone
-(on a phone that can compute the template KV; today's per-step adapters cannot, and there the
-simulated hybrid fetches, as the live client does)."""
+queues: what it plans is what the pipeline can do, so it never trails the phone computing alone;
+the simulated phone computes template blocks exactly where the live client's adapter can."""
 
 from __future__ import annotations
 
@@ -29,15 +28,20 @@ def _kontext(phone_computes: bool | None):
 
 @pytest.fixture(scope="module")
 def kontext():
-    """Kontext on a phone that can compute its template KV (a per-step adapter that could)."""
+    """Kontext on a phone that computes its template KV, a pass per step, as its adapter does."""
     return _kontext(phone_computes=True)
 
 
-def test_where_the_client_cannot_compute_the_simulated_hybrid_fetches_as_the_live_one_does():
-    """Kontext's adapter cannot compute template KV on the phone (``computes_template``), so the live
-    client fetches every block; the simulated one once computed most of them on a slow link and was
-    compared with live edits it did not resemble (``bench/out/e2e_live-bench-flux.json``)."""
-    g = _kontext(phone_computes=None)
+def test_the_simulated_phone_computes_where_the_live_adapter_can(kontext):
+    """By default the architecture says (``phone_computes_template``, tied to Kontext's adapter by
+    ``test_workloads``): Kontext's phone computes each step's pass."""
+    assert _kontext(phone_computes=None).shard_compute_s == kontext.shard_compute_s
+    assert len(kontext.shard_compute_s) == kontext.shards and min(kontext.shard_compute_s) > 0
+
+
+def test_where_the_phone_cannot_compute_the_simulated_hybrid_fetches():
+    """A phone without the template's source fetches every block, as ``sakura-fetch-only`` does."""
+    g = _kontext(phone_computes=False)
     assert g.shard_compute_s == []
     sim = EditSimulator(g, BandwidthTrace.constant(20, duration=1e6), 0.0, rtt_s=0.055)
     sakura, fetching = sim.run("sakura"), sim.run("sakura-fetch-only")

@@ -96,7 +96,8 @@ def test_a_per_step_edit_needs_every_block_at_every_step():
     # the step's last block, then the next step's embedders
     assert g.gaps_s[23] == pytest.approx((f.cached[23] + f.outside_per_step) / per_s)
     assert g.gaps_s[-1] == pytest.approx((f.cached[23] + f.vae_decode) / per_s)
-    assert g.shard_compute_s == []  # SD3.5's adapter cannot compute template KV on the phone
+    # SD3.5's phone computes each step's pass of the reference tokens itself: a block's share of it
+    assert g.shard_compute_s == pytest.approx([r / per_s for r in f.reference] * 2)
 
 
 def test_codec_rates_come_from_measured_geometry(measured):

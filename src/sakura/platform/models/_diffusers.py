@@ -50,6 +50,15 @@ class DiffusersAdapter(DenoisingAdapter):
     @abc.abstractmethod
     def _image_tokens(self) -> int: ...
 
+    @abc.abstractmethod
+    def _template_forward(self, template: torch.Tensor, sigma: float, cond: Any) -> None:
+        """The template's tokens alone through the model at noise level ``sigma`` (in the run
+        state's capture mode, which records their K/V)."""
+
+    @abc.abstractmethod
+    def _template_latent_shape(self) -> tuple[int, ...]:
+        """The shape of the template's latent as the model takes it (no batch axis)."""
+
     def _fingerprint_extra(self) -> dict[str, Any]:
         return {**super()._fingerprint_extra(), "pack": self.codec.pack, "text_tokens": self.text_tokens}
 

@@ -191,13 +191,23 @@ class ModelAdapter(abc.ABC):
         return {}
 
     def iter_template_kv(
-        self, source: Mapping[str, np.ndarray], *, context: Mapping[str, np.ndarray], task: str, schedule: Schedule
+        self, source: Mapping[str, np.ndarray], *, context: Mapping[str, np.ndarray], task: str, schedule: Schedule,
+        step: int | None = None,
     ) -> Iterator[tuple[ShardKey, KVPair]]:
         """The template KV computed here from :meth:`template_source`'s objects, block by block,
         bottom-up, in ``kv_geometry(schedule.steps).keys`` order: the caller may stop after any
         block (closing the generator stops the work). Bit-identical to what :meth:`capture`
-        records for the template on the same machine."""
+        records for the template on the same machine.
+
+        A pass of the reference tokens through the blocks gives one shard per block: one pass in
+        all for a step-independent model (``step`` must be None), one per step for a per-step
+        model, each independent of the others; ``step`` asks for that step's pass only."""
         raise ModelError(f"{self.name}: the {self.family or 'this'} family cannot compute template KV on the device")
+
+    def _one_pass(self, step: int | None) -> None:
+        """A step-independent model's template KV is one pass: no step's pass of its own."""
+        if step is not None:
+            raise ModelError(f"{self.name}: the template KV does not depend on the step (asked for step {step})")
 
     # -- shared ---------------------------------------------------------------------------
     @property

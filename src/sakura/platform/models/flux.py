@@ -101,10 +101,21 @@ class FluxAdapter(DiffusersAdapter):
         if template is not None:
             tokens = torch.cat([x, template], dim=1)
             ids = torch.cat([ids, self._ids(template=True)], dim=0)
+        return self._call(tokens, ids, text, pooled, sigma)[:, : x.shape[1]]
+
+    def _template_forward(self, template: torch.Tensor, sigma: float, cond: Any) -> None:
+        """The template tokens alone through the model at noise level ``sigma``: under the capture
+        mask they attend only to themselves, so one zero text token stands in for the prompt (whose
+        pooled embedding still modulates them, with the timestep)."""
+        text, pooled = cond
+        self._call(template, self._ids(template=True), torch.zeros_like(text[:, :1]), pooled, sigma)
+
+    def _call(self, tokens: torch.Tensor, ids: torch.Tensor, text: torch.Tensor, pooled: torch.Tensor,
+              sigma: float) -> torch.Tensor:
         guidance = None
         if self.model.config.guidance_embeds:
             guidance = torch.full((1,), self.guidance_scale, dtype=self._dtype)
-        out = self.model(
+        return self.model(
             hidden_states=tokens,
             encoder_hidden_states=text,
             pooled_projections=pooled,
@@ -114,7 +125,9 @@ class FluxAdapter(DiffusersAdapter):
             guidance=guidance,
             return_dict=False,
         )[0]
-        return out[:, : x.shape[1]]
+
+    def _template_latent_shape(self) -> tuple[int, ...]:
+        return (self.codec.grid**2, int(self.model.config.in_channels))
 
     def latent_to_image(self, latent: torch.Tensor) -> np.ndarray:
         g = self.codec.grid

@@ -73,10 +73,12 @@ class ReferenceAdapter(DenoisingAdapter):
         return {TEMPLATE_CELLS: (self.codec.grid**2, self.codec.channels)}
 
     def iter_template_kv(
-        self, source: Mapping[str, np.ndarray], *, context: Mapping[str, np.ndarray], task: str, schedule: Schedule
+        self, source: Mapping[str, np.ndarray], *, context: Mapping[str, np.ndarray], task: str, schedule: Schedule,
+        step: int | None = None,
     ) -> Iterator[tuple[ShardKey, KVPair]]:
         """One shard per block, bottom-up, from a template-only pass (template tokens attend only
         to themselves in :meth:`capture` too, so the bits are the same)."""
+        self._one_pass(step)
         cells = source_array(source, TEMPLATE_CELLS, self.source_limits()[TEMPLATE_CELLS])
         task_index = self._task(task)
         keys = self.kv_geometry(schedule.steps).keys

@@ -119,6 +119,17 @@ class SD3Adapter(DiffusersAdapter):
 
     def _velocity(self, x: torch.Tensor, sigma: float, cond: Any, template: torch.Tensor | None) -> torch.Tensor:
         text, pooled = cond
+        return self._call(x, text, pooled, sigma)
+
+    def _template_forward(self, template: torch.Tensor, sigma: float, cond: Any) -> None:
+        """The template latent alone as the image stream at noise level ``sigma`` (the hooks append
+        nothing: the run state holds no template latent): under the capture mask its tokens attend
+        only to themselves, so one zero text token stands in for the prompt (whose pooled
+        embedding still modulates them, with the timestep)."""
+        text, pooled = cond
+        self._call(template, torch.zeros_like(text[:, :1]), pooled, sigma)
+
+    def _call(self, x: torch.Tensor, text: torch.Tensor, pooled: torch.Tensor, sigma: float) -> torch.Tensor:
         return self.model(
             hidden_states=x,
             encoder_hidden_states=text,
@@ -126,6 +137,9 @@ class SD3Adapter(DiffusersAdapter):
             timestep=torch.full((1,), sigma * 1000.0, dtype=self._dtype),
             return_dict=False,
         )[0]
+
+    def _template_latent_shape(self) -> tuple[int, ...]:
+        return (int(self.model.config.in_channels), self.codec.grid, self.codec.grid)
 
     def latent_to_image(self, latent: torch.Tensor) -> np.ndarray:
         return self.codec.decode(latent[0].permute(1, 2, 0))

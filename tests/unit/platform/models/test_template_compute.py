@@ -108,7 +108,9 @@ def test_an_unknown_task_is_refused(reference):
 
 
 @pytest.mark.parametrize("name", ["tiny-flux", "tiny-sd3"])
-def test_per_step_families_cannot_compute_template_kv(name):
+def test_bare_transformers_cannot_compute_template_kv(name):
+    """Without a pipeline's context objects (the template prompt's pooled embedding) and VAE, a bare
+    transformer's adapter fetches its template KV (the pipelines' compute it: ``test_per_step_template``)."""
     adapter = load_model(name)
     assert not adapter.computes_template and adapter.source_limits() == {}
     template = Template(np.zeros((adapter.resolution,) * 2 + (3,), np.float32), "p")

@@ -215,11 +215,12 @@ class KleinAdapter(ModelAdapter):
 
     # -- phone ---------------------------------------------------------------------------
     def iter_template_kv(self, source: Mapping[str, np.ndarray], *, context: Mapping[str, np.ndarray], task: str,
-                         schedule: Schedule) -> Iterator[tuple[ShardKey, KVPair]]:
+                         schedule: Schedule, step: int | None = None) -> Iterator[tuple[ShardKey, KVPair]]:
         """The stock ``extract`` forward over the reference tokens alone, paused after each block's
         attention (:mod:`~sakura.platform.models._block_stream`): reference tokens attend only to
         themselves under the fixed-timestep modulation, so their K/V are the capture's bits. The
         text stream is one zero token: nothing of it reaches the reference tokens."""
+        self._one_pass(step)
         limits = self.source_limits()
         latents = source_array(source, REFERENCE_LATENTS, limits[REFERENCE_LATENTS])
         ids = source_array(source, REFERENCE_IDS, limits[REFERENCE_IDS])

@@ -14,6 +14,11 @@ only what turns images and prompts into the transformer's inputs, and the schedu
   phone, loaded without them, replays from those arrays;
 * the pipeline's scheduler steps the latents, with the pipeline's timestep shift.
 
+Under that masking a reference token's KV at a step depends only on the template's latent, the
+step's timestep and the template prompt's pooled embedding, so the phone computes it too
+(:meth:`~PerStepPipeline.iter_template_kv`): each step's pass runs the reference tokens alone
+through the blocks, from the template latent its VAE makes of the template's published JPEG.
+
 An edit is img2img from the user's photo at the schedule's strength: sigmas
 ``linspace(1, 1/n, n) * strength`` (then shifted by the scheduler), initial latents the photo's
 VAE latents noised to the first sigma; no classifier-free guidance (Kontext's embedded guidance
@@ -27,22 +32,25 @@ the price of reusable KV (``stock_psnr_db`` in ``sakura models verify``).
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 from sakura.platform.errors import ModelError
-from sakura.platform.kv import KVSource, ShardKey
+from sakura.platform.kv import KVPair, KVSource, ShardKey
 from sakura.platform.models._attention import AttentionProbe, Mode, RunState
+from sakura.platform.models._block_stream import stream_after_modules
 from sakura.platform.models._diffusers import DiffusersAdapter
-from sakura.platform.models.base import EditRequest, Schedule, Template, model_fingerprint
+from sakura.platform.models.base import EditRequest, Schedule, Template, model_fingerprint, source_array
 from sakura.platform.models.pipelines.folder import PipelineError, PipelineFolder
 from sakura.platform.models.pipelines.klein import PROMPT_EMBEDS
 from sakura.platform.models.pipelines.vae_codec import calculate_shift
 
 POOLED_PROMPT_EMBEDS = "pooled_prompt_embeds"
+#: The source object: the template image's latent as the transformer takes it (float32).
+TEMPLATE_LATENT = "template_latent"
 
 
 def config_error(folder: PipelineFolder, component: str, field: str, message: str) -> PipelineError:
@@ -58,6 +66,7 @@ class PerStepPipeline(DiffusersAdapter):
     pipeline_class: str = ""
     #: ``calculate_shift``'s fallback ``max_shift`` in the pipeline's module.
     default_max_shift: float = 1.15
+    computes_template = True
 
     def _attach(self, *, vae: Any, scheduler: Any, pipe: Any | None, max_sequence_length: int) -> None:
         self.vae, self.scheduler, self.pipe = vae, scheduler, pipe
@@ -121,6 +130,58 @@ class PerStepPipeline(DiffusersAdapter):
             raise ModelError(f"{self.name}: {what} needs the whole pipeline (the text encoders); this adapter was "
                              "loaded for the phone")
         return self.pipe
+
+    # -- the template KV on the phone ----------------------------------------------------------
+    def template_source(self, template: Template) -> dict[str, np.ndarray]:
+        return self.source_from_image(template.image)
+
+    def source_from_image(self, image: np.ndarray) -> dict[str, np.ndarray]:
+        """The template latent through this adapter's VAE: what capture computes from the image."""
+        latent = self._image_latent(image, template=True)
+        return {TEMPLATE_LATENT: latent[0].float().numpy()}
+
+    def source_limits(self) -> dict[str, tuple[int, ...]]:
+        return {TEMPLATE_LATENT: self._template_latent_shape()}
+
+    def iter_template_kv(self, source: Mapping[str, np.ndarray], *, context: Mapping[str, np.ndarray], task: str,
+                         schedule: Schedule, step: int | None = None) -> Iterator[tuple[ShardKey, KVPair]]:
+        """Each step's pass (``step``: that one only): the template latent alone through the blocks
+        at the step's timestep under the capture mask, paused after each attention
+        (:mod:`~sakura.platform.models._block_stream`). ``context`` holds the template prompt's
+        embeddings (its pooled one modulates the reference tokens)."""
+        if step is not None and not (type(step) is int and 0 <= step < schedule.steps):
+            raise ModelError(f"{self.name}: step {step!r} is not one of the edit's {schedule.steps} steps")
+        latent = source_array(source, TEMPLATE_LATENT, self._template_latent_shape())
+        cond = self._embeddings(context)
+        template = torch.from_numpy(latent.copy())[None].to(self._dtype)
+        sigmas = [float(t) / 1000.0 for t in self._scheduler(schedule).timesteps]  # as ``_loop`` hands them
+        steps = range(schedule.steps) if step is None else (step,)
+        return self._template_kv(template, cond, sigmas, steps)
+
+    def _template_kv(self, template: torch.Tensor, cond: tuple[torch.Tensor, torch.Tensor], sigmas: list[float],
+                     steps: Iterator[int] | range | tuple[int, ...]) -> Iterator[tuple[ShardKey, KVPair]]:
+        modules = self._attention_modules()
+        for step in steps:
+            state = RunState(mode=Mode.CAPTURE, template_tokens=self._template_token_count(template), step=step,
+                             record_kv={})
+
+            def forward(state: RunState = state, sigma: float = sigmas[step]) -> None:
+                with torch.inference_mode(), self._running(state):  # in the worker thread: its own context
+                    self._template_forward(template, sigma, cond)
+
+            def read(_: dict[str, Any], __: Any, state: RunState = state) -> tuple[ShardKey, KVPair]:
+                assert state.record_kv is not None
+                return state.record_kv.popitem()
+
+            blocks = stream_after_modules(modules, forward, read)
+            try:
+                for layer in range(len(modules)):
+                    key, pair = next(blocks)
+                    if key != ShardKey(step, layer):
+                        raise ModelError(f"{self.name}: the template pass recorded {key} where {step, layer} was due")
+                    yield key, pair
+            finally:
+                blocks.close()
 
     # -- phone ---------------------------------------------------------------------------
     def replay(self, kv: KVSource, prompt: str, request: EditRequest, schedule: Schedule, *,
