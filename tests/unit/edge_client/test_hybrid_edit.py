@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from sakura.edge_client import COMPUTE, EdgeSession, EditResult
-from sakura.edge_client._compute_model import ComputeModel
 from sakura.edge_client.planning import PlanContext
 from sakura.edge_client.policy import HybridPolicy, LevelPolicy
 from sakura.edge_client.timeline import Progress
@@ -24,6 +23,7 @@ from sakura.emulation.traces import BandwidthTrace
 from sakura.platform.images import load_image
 from sakura.platform.models import ModelAdapter
 from tests.edge_servers import HANG_S
+from tests.unit.edge_client._told_costs import DEAR_S, ToldCosts
 
 PHOTO, TEMPLATE = "skimage:coffee", "portrait"
 RTT_S = 0.03
@@ -31,32 +31,7 @@ SHARDS = 6
 #: The client's timeout: longer than the proxy holds a request, so no download here ever times
 #: out (a block is the phone's by the phone's own rule, never because a download failed).
 TIMEOUT_S = 10 * HANG_S
-#: What a block costs a phone told that computing is dear. The compute stage gives up on a
-#: download whose bytes have not started by the time the model needs it once it would sooner
-#: compute (its mean rate is a byte over the time since the round trip), so this is far more than
-#: a shard's first byte could be late on these links, however busy this machine is (at an hour, a
-#: first byte 0.7 s late would have the phone compute block 0).
-DEAR_S = 1e6
 HANG_GUARD_S = 60.0  # how long the held phone waits at most: never reached while the client works
-
-
-class ToldCosts(ComputeModel):
-    """The phone's timing model with what each block of the template pass costs told, not timed
-    (this machine's speed must not decide): the source is made at no cost and the first block is
-    due at once; the rest (compute between shards, decodes) it learns as ever."""
-
-    def __init__(self, blocks: Sequence[float]) -> None:
-        super().__init__()
-        self.blocks = tuple(blocks)
-
-    def template_s(self, model: str, shards: int) -> tuple[float, ...]:
-        return self.blocks
-
-    def prepare_s(self, model: str, what: str) -> float | None:
-        return 0.0
-
-    def startup(self, model: str) -> float:
-        return 0.0
 
 
 def edits(url: str, model: ModelAdapter, trace: BandwidthTrace, device: PacedDevice | None, *,

@@ -21,6 +21,7 @@ from sakura.platform.models.pipelines.tiny import export
 from sakura.platform.store import open_store
 from tests.edge_servers import ApiServer
 from tests.helpers import make_builder, publish
+from tests.unit.edge_client._told_costs import DEAR_S, ToldCosts
 
 STEPS, TEMPLATE, PHOTO = 2, "brick", "skimage:coffee"
 
@@ -66,8 +67,11 @@ def test_the_phone_alone_computes_every_steps_pass_and_fetches_no_shard(server, 
 
 
 def test_each_steps_pass_starts_afresh_where_the_phone_takes_its_first_block(server, phone, lossless):
+    """The phone is told each step's first block is cheap and every other dear, so no late
+    download is computed instead (this machine's speed must not decide which blocks are whose)."""
     layers = phone.info().layers
     with EdgeSession(server.url, models=lambda _: phone) as session:
+        session.compute_model = ToldCosts([0.001 if i % layers == 0 else DEAR_S for i in range(STEPS * layers)])
         result = session.edit(load_image(PHOTO), TEMPLATE, 1, FirstBlockOfEachStep())
     assert result.computed == [step * layers for step in range(STEPS)], result.levels
     assert result.levels.count("full") == STEPS * (layers - 1) and result.bytes > 0
