@@ -45,8 +45,9 @@ PHONES = {"stock": ("sakura", STOCK_OTHERS),  # hybrid-vs-best
 
 
 #: Named sets of workloads a figure may take instead of a list: those whose template KV the phone
-#: computes today, and the per-step ones it can only fetch (``Architecture.phone_computes_template``).
-WORKLOAD_SETS = {"computing": "reference,klein-4b-ref512,klein-4b-ref1024,klein-9b-ref1024",
+#: computes (``Architecture.phone_computes_template``: all of them since per-step pipelines compute
+#: theirs a pass per step), and the per-step ones.
+WORKLOAD_SETS = {"computing": "reference,klein-4b-ref512,klein-4b-ref1024,klein-9b-ref1024,kontext-ref512,sd35m-ref512",
                  "per-step": "kontext-ref512,sd35m-ref512"}
 
 
