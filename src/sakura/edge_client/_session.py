@@ -40,7 +40,7 @@ from sakura.edge_client.timeline import Progress
 from sakura.platform import http_api, layout
 from sakura.platform.ids import validate_template_id
 from sakura.platform.images import fit_image
-from sakura.platform.kv import KVPair, ShardKey, pass_shards
+from sakura.platform.kv import KVPair, ShardKey
 from sakura.platform.manifest import MAX_MANIFEST_BYTES, ManifestError, PhoneManifest, PhoneModel
 from sakura.platform.models import EditRequest, ModelAdapter, Schedule, load_named_model
 from sakura.platform.retry import RetryPolicy
@@ -300,10 +300,9 @@ class EdgeSession:
             return adapter.iter_template_kv(source(), context=context, task=manifest.task, schedule=schedule,
                                             step=step)
 
-        keys = [s.key for s in manifest.shards]
-        return TemplateComputer(blocks, keys, self.compute_model, manifest.model.name,
+        return TemplateComputer(blocks, [s.key for s in manifest.shards], self.compute_model, manifest.model.name,
                                 pace=self.device.after_template if self.device is not None else None,
-                                prepare_s=prepare_s, cancel=cancel, pass_shards=pass_shards(keys))
+                                prepare_s=prepare_s, cancel=cancel)
 
 
 

@@ -18,46 +18,47 @@ from collections.abc import Callable, Iterator
 from sakura.edge_client._compute_model import ComputeModel
 from sakura.edge_client.errors import EditCancelled
 from sakura.platform.errors import ModelError
-from sakura.platform.kv import KVPair, ShardKey
+from sakura.platform.kv import KVPair, ShardKey, pass_shards
 
 
 class TemplateComputer:
     """``start(step)`` makes the adapter's ``iter_template_kv`` generator of the pass whose shards
     carry ``step`` (None: a step-independent model's one pass), when its first block is asked for:
     the first may prepare the source (from the template's image), on the compute stage, while the
-    link fetches. ``keys``: the shards in the order the model reads them, ``pass_shards`` of them
-    per pass."""
+    link fetches. ``keys``: the shards in the order the model reads them (their steps say the
+    passes: :func:`~sakura.platform.kv.pass_shards`)."""
 
     def __init__(self, start: Callable[[int | None], Iterator[tuple[ShardKey, KVPair]]], keys: list[ShardKey],
                  compute_model: ComputeModel, model: str, pace: Callable[[float], None] | None = None,
-                 prepare_s: float = 0.0, cancel: threading.Event | None = None, pass_shards: int = 0) -> None:
+                 prepare_s: float = 0.0, cancel: threading.Event | None = None) -> None:
         """``pace``: the device hook told each block's seconds (an emulated slower phone sleeps
         there). ``prepare_s``: the predicted seconds the first ``start`` takes (the planner adds
         them to the first block computed until it has run). ``cancel``: the edit's, looked at
-        before each block. ``pass_shards``: 0 for one pass of every shard."""
+        before each block."""
         self._start, self._keys, self._pace, self._prepare_s = start, keys, pace, prepare_s
         self._cancel = cancel
-        self._pass_shards = pass_shards or len(keys)
-        if self._pass_shards < 1 or len(keys) % self._pass_shards:
+        self._pass_shards = pass_shards(keys)
+        if not keys or len(keys) % self._pass_shards:
             raise ModelError(f"{len(keys)} template shards do not make passes of {self._pass_shards}")
         self._blocks: Iterator[tuple[ShardKey, KVPair]] | None = None
-        self._pass: int | None = None  # the first shard of the pass the generator runs
-        self._started = False
+        self._pass: int | None = None  # the first shard of the pass the generator runs (None: none started)
         self.compute_model, self.model = compute_model, model
         self.frontier = 0
 
     def pass_frontier(self, index: int) -> int:
         """The first shard computing shard ``index`` would compute: the frontier, or the first
         shard of ``index``'s pass where that pass has not started."""
-        return max(self.frontier, index - index % self._pass_shards)
+        return max(self.frontier, self._pass_start(index))
+
+    def _pass_start(self, index: int) -> int:
+        return index - index % self._pass_shards
 
     def block_costs(self, known: tuple[float, ...]) -> tuple[float, ...]:
         """Each block's predicted seconds from the compute model's ``known``, with the preparation
         still to come added to the first block of each pass the phone may still start."""
-        if not known or self._started or not self._prepare_s:
+        if not known or self._pass is not None or not self._prepare_s:
             return known
-        firsts = {self.pass_frontier(i) for i in range(self.frontier, len(known), self._pass_shards)}
-        return tuple(s + self._prepare_s if i in firsts else s for i, s in enumerate(known))
+        return tuple(s + self._prepare_s if i % self._pass_shards == 0 else s for i, s in enumerate(known))
 
     def reaches(self, index: int) -> bool:
         """Whether shard ``index`` is the next block of its pass (every shard of the pass before it was computed)."""
@@ -71,10 +72,10 @@ class TemplateComputer:
         """Shard ``index``'s KV, computed here (its pass runs on from the frontier to it)."""
         if index < self.frontier:
             raise ModelError(f"template KV is computed bottom-up: block {index} asked with {self.frontier} passed")
-        first = index - index % self._pass_shards
+        first = self._pass_start(index)
         if self._pass != first:
             self.close()
-            self._blocks, self._pass, self._started = self._start(self._keys[first].step), first, True
+            self._blocks, self._pass = self._start(self._keys[first].step), first
             self.frontier = max(self.frontier, first)
         assert self._blocks is not None
         while True:

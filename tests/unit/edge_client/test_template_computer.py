@@ -37,8 +37,7 @@ class Passes:
 
 
 def _computer(passes: Passes, prepare_s: float = 0.0) -> TemplateComputer:
-    return TemplateComputer(passes.start, KEYS, ComputeModel(), "m", prepare_s=prepare_s,
-                            pass_shards=pass_shards(KEYS))
+    return TemplateComputer(passes.start, KEYS, ComputeModel(), "m", prepare_s=prepare_s)
 
 
 def test_pass_shards_are_every_shard_of_one_pass_or_a_steps():
@@ -77,4 +76,4 @@ def test_the_preparation_counts_on_the_first_block_of_each_pass_until_one_starts
 
 def test_keys_that_do_not_make_whole_passes_are_refused():
     with pytest.raises(ModelError, match="passes"):
-        TemplateComputer(Passes().start, KEYS, ComputeModel(), "m", pass_shards=5)
+        TemplateComputer(Passes().start, KEYS[:-1], ComputeModel(), "m")  # step 2 lacks its top block
