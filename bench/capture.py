@@ -14,7 +14,9 @@ capture (the ``extract`` pass) and replay (one ``cached`` step) and measures its
 against ``2 x tokens x heads x head_dim x 2 bytes``, extrapolates to every block, and checks the
 extrapolation on ``--check`` (klein 4B's block structure at a sixth of its width), built with
 ``--blocks`` and then whole (``--check-repeats`` times each: it is cheap). Each figure is the
-fastest of the repeats. Writes ``bench/out/capture-NAME.json`` unless ``--json`` says where.
+fastest of the repeats. Before and after, it fits this host's throughput on the calibration's
+blocks (``calibration.FIT_CASE``): this shared host's speed moves from hour to hour, and the FLOP
+model is checked against the blocks timed here at the throughput of the same hour. Writes ``bench/out/capture-NAME.json`` unless ``--json`` says where.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from sakura.platform.verify import verify_model
 
 DEFAULT_MODELS = ["tiny-flux", "tiny-sd3", "bench-flux"]
 #: The code capture and replay run: what the JSON's provenance digests.
-MEASURED = ("sakura.platform.models", "sakura.platform.verify")
+MEASURED = ("sakura.platform.models", "sakura.platform.verify", "sakura.evaluation.calibration")
 OUT = Path(__file__).resolve().parent / "out"
 
 
@@ -96,13 +98,14 @@ def shape_main(args: argparse.Namespace) -> int:
                             "vae": dict(shape.vae), "parameters": params},
               "built": {"double": double, "single": single}, "repeats": repeats,
               "check_repeats": args.check_repeats, "sources": SOURCES,
-              "load_before": _load(), "resolutions": {}}
+              "load_before": _load(), "host_flops_per_s": {"before": _host_flops_per_s()}, "resolutions": {}}
     for resolution in args.resolutions:
         report["resolutions"][str(resolution)] = row = shape_row(shape, args.blocks, resolution, repeats)
         print_row(shape, row)
     report["check"] = check_row(SHAPES[args.check], args.blocks, args.check_resolution, args.check_repeats)
     print_check(report["check"])
     report["load_after"] = _load()
+    report["host_flops_per_s"]["after"] = _host_flops_per_s()
     out = Path(args.json) if args.json else OUT / f"capture-{shape.name}.json"
     out.write_text(json.dumps(report, indent=2, default=list))
     print(f"wrote {out}")
@@ -172,6 +175,13 @@ def print_check(check: dict) -> None:
         for key in ("capture_s", "replay_s") + (("kv_bytes_fp16",) if clock == "wall" else ()):
             print(f"  {key + ' (' + clock + ')':22s} predicted {check['predicted'][clock][key]:12.4g} measured "
                   f"{check['measured'][clock][key]:12.4g} error {check['error'][clock][key]:+.1%}")
+
+
+def _host_flops_per_s() -> float:
+    """This host's throughput now, fitted on the calibration's blocks (the fastest of 3 each)."""
+    from sakura.evaluation.calibration import this_machine_flops_per_s
+
+    return this_machine_flops_per_s(repeats=3)
 
 
 def _load() -> list[float]:

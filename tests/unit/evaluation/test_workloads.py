@@ -46,14 +46,22 @@ def _cases() -> list[tuple[str, object, int, dict]]:
     return cases
 
 
+def _host_flops_per_s() -> float:
+    """The host's throughput during the capture: the mean of its fits before and after."""
+    host = json.loads(CAPTURE.read_text())["host_flops_per_s"]
+    return (host["before"] + host["after"]) / 2
+
+
 @pytest.mark.parametrize("name, arch, resolution, measurement", _cases(), ids=[c[0] for c in _cases()])
 def test_analytic_klein_blocks_equal_the_measured_capture(name, arch, resolution, measurement):
     """``bench/capture.py`` measured one double and one single block of each size on this CPU, as
     the stock pipeline's cached step (``bench/out/capture-klein-4b-shape.json``): the analytic KV
-    bytes equal the captured ones exactly, and its compute (counted FLOPs over this machine's
-    throughput, fitted on other blocks: ``calibration.FIT_CASE``) is within the tolerance."""
+    bytes equal the captured ones exactly, and its compute (counted FLOPs over the host's
+    throughput that hour, fitted on other blocks: ``calibration.FIT_CASE``) is within the
+    tolerance. The fixed ``this-machine`` constant is not the yardstick: this shared host's speed
+    moves from day to day (``docs/evaluation.md``), and a slow day is not a wrong FLOP model."""
     flops = edit_flops(arch, reference=resolution, output=resolution, steps=1)
-    per_s = device_profile("this-machine").flops_per_s
+    per_s = _host_flops_per_s()
     doubles = arch.transformer["num_layers"]
     for kind, (seconds, kv_bytes) in _measured_blocks({"measurement": measurement}).items():
         block = 0 if kind == "double" else doubles
