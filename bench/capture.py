@@ -15,8 +15,8 @@ against ``2 x tokens x heads x head_dim x 2 bytes``, extrapolates to every block
 extrapolation on ``--check`` (klein 4B's block structure at a sixth of its width), built with
 ``--blocks`` and then whole (``--check-repeats`` times each: it is cheap). Each figure is the
 fastest of the repeats. Before and after, it fits this host's throughput on the calibration's
-blocks (``calibration.FIT_CASE``): this shared host's speed moves from hour to hour, and the FLOP
-model is checked against the blocks timed here at the throughput of the same hour. Writes ``bench/out/capture-NAME.json`` unless ``--json`` says where.
+blocks (``calibration.FIT_CASE``): a record of the host's speed that hour, which moves from hour
+to hour on this shared host. Writes ``bench/out/capture-NAME.json`` unless ``--json`` says where.
 """
 
 from __future__ import annotations

@@ -124,6 +124,12 @@ class FetchStage:
         while not self._template_known() and not self.p.stopped():
             self._stop.wait(POLL_S)
 
+    def await_model(self, index: int) -> None:
+        p = self.p
+        with p.kv.cond:
+            while p.timeline.shards[index].needed_at is None and not p.stopped():
+                p.kv.cond.wait(POLL_S)
+
     def template_timed(self, near: int | None) -> bool:
         if near is not None:
             future, near_done = self._downloads[near]

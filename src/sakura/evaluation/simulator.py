@@ -326,6 +326,14 @@ class _Run:
         """The live stage plans on once a block was timed."""
         self.t = max(self.t, self._timed())
 
+    def await_model(self, index: int) -> None:
+        """The model's events run on to when it asks for shard ``index`` (every shard below it is
+        with the stages, so the model has taken them)."""
+        edit = self.stages.edit
+        assert len(edit.shards) >= index, "the shards below it are handed over in order"
+        needed = edit.shards[index].needed_at if index < len(edit.shards) else self.sim.model.needed(edit, index)
+        self.t = max(self.t, needed or self.t)
+
     def template_timed(self, near: int | None) -> bool:
         timed = self._timed()
         if near is not None:

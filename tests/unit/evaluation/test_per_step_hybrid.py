@@ -4,9 +4,11 @@ the simulated phone computes template blocks exactly where the live client's ada
 
 from __future__ import annotations
 
+from importlib import resources
+
 import pytest
 
-from sakura.emulation.traces import BandwidthTrace
+from sakura.emulation.traces import BandwidthTrace, load_trace
 from sakura.evaluation.geometry import ManifestWire
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.simulator import EditSimulator
@@ -60,3 +62,23 @@ def test_the_hybrid_never_trails_the_phone_computing_alone(kontext, mbps):
     sakura = sim.run("sakura").compute_end
     alone, fetching = sim.run("on-device-prepared").compute_end, sim.run("sakura-fetch-only").compute_end
     assert sakura <= min(alone, fetching) * 1.01
+
+
+def test_after_a_dip_the_hybrid_fetches_again():
+    """SD3.5 on the flagship GPU over a real 5G drive whose rate dips from about 100 to 16 Mbit/s
+    for a few seconds (the bundled ``5g_trace_104_driving``, the dip near the start). Planned all
+    at once, every step after the dip was computed on the dip's rate (nothing fetched to correct
+    it): 1.39 of fetching every block. Now each pass is planned as the model nears it and the link
+    is probed while the phone computes: the phone computes less than a pass's worth in the last
+    third of the steps, and the edit ends within 1.2 of fetching every block."""
+    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
+    g = analytic_geometry(workload_spec("analytic:sd35-medium@512/512/12"), device_profile("flagship-gpu"), rates,
+                          LEVELS, CACHEGEN)
+    trace = load_trace(resources.files("sakura.examples") / "traces" / "5g_trace_104_driving")
+    sim = EditSimulator(g, trace, 8.0, rtt_s=0.055)
+    sakura, fetching = sim.run("sakura"), sim.run("sakura-fetch-only")
+    per = g.shards // g.steps
+    computed = [i // per for i, level in enumerate(sakura.levels) if level == "compute"]
+    assert computed and min(computed) < g.steps // 3  # the dip: the phone computed then
+    assert sum(1 for step in computed if step >= g.steps * 2 // 3) < per
+    assert sakura.compute_end <= fetching.compute_end * 1.2
