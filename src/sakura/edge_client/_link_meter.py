@@ -61,11 +61,11 @@ class LinkMeter:
                                  arrived_at - requested_at - self.estimator.rtt_s if requested_at is not None else 0.0)
         others = self.delivered(start - 1e-6, arrived_at) + (0 if counted else nbytes)
         if arrived_at > start:
-            self.estimator.observe(max(nbytes, others), arrived_at - start)
+            self.estimator.observe(max(nbytes, others), arrived_at - start, at=arrived_at)
 
     def abandoned(self, nbytes: int, seconds: float) -> None:
         """A download given up for a smaller level: its rate until then."""
-        self.estimator.observe(nbytes, seconds)
+        self.estimator.observe(nbytes, seconds, at=self.clock())
 
 
 class DownloadRate:

@@ -2,8 +2,15 @@
 
 The estimate is the smaller of two views of recent shard downloads: the harmonic mean of the
 last few throughputs (pulled down hard by one slow transfer) and a time-weighted EWMA (a
-sample counts in proportion to how long it took). It is then discounted by the recent relative
-prediction error, as robust MPC does: after a link surprised us, trust the estimate less.
+sample counts in proportion to how long it took, or to the silence before it when that was
+longer: the sample after a silence is the only news of it). It is then discounted by the recent
+relative prediction error, as robust MPC does: after a link surprised us, trust the estimate less.
+
+The discount fades while nothing is observed (halving every ``half_life_s`` since the newest
+transfer ended). A phone that fetches observes the link many times a second, so this changes
+nothing for it; a phone that computes after a surprise fetches nothing, and a discount that only
+new samples could lift kept it computing for the rest of the edit: SD3.5 on a 5G trace whose
+first seconds ran at 13 Mbit/s computed every block, where fetching them took 0.6 of the time.
 """
 
 from __future__ import annotations
@@ -11,15 +18,20 @@ from __future__ import annotations
 import collections
 import math
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sakura.edge_client.errors import ConfigError
+
+__all__ = ["BandwidthEstimator", "Estimate"]
 
 
 @dataclass(frozen=True)
 class Estimate:
     bytes_per_s: float
-    #: Largest relative error of recent predictions, |predicted - observed| / observed.
+    #: Largest relative error of recent predictions, |predicted - observed| / observed, faded by
+    #: the time since the newest observation.
     error: float
 
     @property
@@ -32,13 +44,17 @@ class Estimate:
 class BandwidthEstimator:
     """Throughput from finished shard transfers, plus the request round trip (request to first byte)."""
 
-    def __init__(self, window: int = 5, half_life_s: float = 2.0, initial_bytes_per_s: float | None = None) -> None:
+    def __init__(self, window: int = 5, half_life_s: float = 2.0, initial_bytes_per_s: float | None = None,
+                 clock: Callable[[], float] | None = time.monotonic) -> None:
+        """``clock``: what :meth:`estimate` reads as now unless told; the observations' ``at``
+        are on it. None: every caller tells the time (the simulator: its own)."""
         if window < 1 or half_life_s <= 0:
             raise ConfigError("window must be >= 1 and half_life_s > 0")
-        self.window, self.half_life_s = window, half_life_s
+        self.window, self.half_life_s, self.clock = window, half_life_s, clock
         self._samples: collections.deque[float] = collections.deque(maxlen=window)
         self._errors: collections.deque[float] = collections.deque(maxlen=window)
         self._ewma: float | None = None
+        self._newest: float | None = None  # when the newest observed transfer ended
         self._initial = initial_bytes_per_s
         self._rtt: float | None = None
         self._lock = threading.Lock()
@@ -54,9 +70,10 @@ class BandwidthEstimator:
         with self._lock:
             return self._rtt or 0.0
 
-    def observe(self, nbytes: int, seconds: float) -> None:
-        """Record one finished transfer of ``nbytes`` that took ``seconds`` (first byte to last)."""
-        if nbytes <= 0 or seconds <= 0 or not math.isfinite(seconds):
+    def observe(self, nbytes: int, seconds: float, *, at: float) -> None:
+        """Record one finished transfer of ``nbytes`` that took ``seconds`` (first byte to last)
+        and ended ``at`` (on the estimator's clock)."""
+        if nbytes <= 0 or seconds <= 0 or not math.isfinite(seconds) or not math.isfinite(at):
             return
         rate = nbytes / seconds
         with self._lock:
@@ -64,14 +81,23 @@ class BandwidthEstimator:
             if predicted is not None:
                 self._errors.append(abs(predicted - rate) / rate)
             self._samples.append(rate)
-            alpha = 1.0 - 0.5 ** (seconds / self.half_life_s)
+            span = seconds if self._newest is None else max(seconds, at - self._newest)
+            alpha = 1.0 - 0.5 ** (span / self.half_life_s)
             self._ewma = rate if self._ewma is None else alpha * rate + (1 - alpha) * self._ewma
+            self._newest = at if self._newest is None else max(self._newest, at)
 
-    def estimate(self) -> Estimate | None:
-        """The discounted estimate, or None before any observation (and no initial guess)."""
+    def estimate(self, now: float | None = None) -> Estimate | None:
+        """The discounted estimate at ``now`` (by default the clock's), or None before any
+        observation (and no initial guess)."""
+        if now is None:
+            if self.clock is None:
+                raise ConfigError("this estimator has no clock: pass now")
+            now = self.clock()
         with self._lock:
             raw = self._raw_locked()
             error = max(self._errors, default=0.0)
+            if self._newest is not None:
+                error *= 0.5 ** (max(0.0, now - self._newest) / self.half_life_s)
         if raw is None:
             return None
         return Estimate(raw / (1.0 + error), error)

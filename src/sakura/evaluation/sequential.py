@@ -42,7 +42,7 @@ def cachegen(sim: SimulatedLink, model: SimulatedModel, ladder: list[str], syste
     fetch; the fallbacks are computed once everything is decoded, then the model runs (no
     compute overlap). A fresh session has measured nothing: its first chunk goes at the coarsest
     configuration, and its transfer is the first measurement."""
-    estimate = sim.primed_estimator().estimate()
+    estimate = sim.primed_estimator().estimate(0.0)
     t = sim.preamble_done(sim.g.prepared_bytes)
     throughput = None if estimate is None else estimate.bytes_per_s
     budget = slo_s / sim.g.shards

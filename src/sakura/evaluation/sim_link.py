@@ -89,11 +89,11 @@ class SimulatedLink:
 
     def primed_estimator(self) -> BandwidthEstimator:
         """What a phone that used the link for the last three seconds would know (nothing if cold)."""
-        est = BandwidthEstimator()
+        est = BandwidthEstimator(clock=None)  # simulated time: every caller passes its own
         if self.cold:
             return est
         for k in (3, 2, 1):
-            est.observe(max(1, int(self.delivered(-k, -k + 1))), 1.0)
+            est.observe(max(1, int(self.delivered(-k, -k + 1))), 1.0, at=1.0 - k)
         est.observe_rtt(self.rtt)
         return est
 
@@ -112,7 +112,7 @@ class SimulatedLink:
         """Request shard ``i`` at ``t``; its bytes flow once the link is free and a round trip passed.
         ``rate``: the throughput the request expects when there is no estimator."""
         shard = ShardTiming(i, level=level, chosen_at=t, requested_at=t)
-        estimate = est.estimate() if est is not None else None
+        estimate = est.estimate(t) if est is not None else None
         timer_rate = rate
         if estimate is not None:
             rate, timer_rate = estimate.bytes_per_s, estimate.point_bytes_per_s
@@ -126,7 +126,7 @@ class SimulatedLink:
             at, received, smaller = switch
             shard.abandoned.append(level)
             shard.bytes += received
-            est.observe(received, at - begin)  # type: ignore[union-attr]
+            est.observe(received, at - begin, at=at)  # type: ignore[union-attr]
             t, link_free, level = at, at, smaller
         shard.level, shard.arrived_at, shard.first_byte_at = level, arrival, begin
         shard.bytes += size
@@ -139,7 +139,7 @@ class SimulatedLink:
         self.rates[i] = rate
         if est is not None:
             est.observe_rtt(begin - t)
-            est.observe(size, max(arrival - begin, 1e-6))
+            est.observe(size, max(arrival - begin, 1e-6), at=arrival)
         return shard
 
     def _abandon_point(self, i: int, level: str, begin: float, arrival: float, est: BandwidthEstimator | None,
@@ -176,7 +176,7 @@ class SimulatedLink:
         known = [s for s in done if s.consumed_at is not None and s.consumed_at <= now]
         last = (known[-1].index, consumed(known[-1])) if known else None
         return plan_context(now, i, levels=g.levels, shards=self._options, utility=self._utility,
-                            estimate=est.estimate(), rtt_s=est.rtt_s, compute=gaps, startup=startup,
+                            estimate=est.estimate(now), rtt_s=est.rtt_s, compute=gaps, startup=startup,
                             decode_s=self.mean_decode, compute_start=compute_start, last_consumed=last,
                             decode_free_at=decode_free, link_free_at=link_free,
                             template_compute=template_compute,

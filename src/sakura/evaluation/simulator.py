@@ -169,7 +169,7 @@ class EditSimulator:
         hashed = not getattr(policy, "computes", False)  # a phone that may compute asks for ``?hashes=0``
         t = self.preamble_done(objects, hashed=hashed)
         if objects and not self.warm_template:  # the live client learns the link from a preamble with objects
-            est.observe(self.preamble_bytes(objects, hashed=hashed), max(t - self.rtt, 1e-6))
+            est.observe(self.preamble_bytes(objects, hashed=hashed), max(t - self.rtt, 1e-6), at=t)
         edit = Timeline(system, [], compute_start=t, preamble_s=t,
                         preamble_bytes=self.preamble_bytes(objects, hashed=hashed))
         if own_encoder:
@@ -179,10 +179,10 @@ class EditSimulator:
                                 window=self.link.window)
         run = _Run(self, policy, stages, est, t, abandon, hashes_due=not (hashed or self.warm_template))
         asked: tuple[int, ...] = ()
-        if asks_first_shard(policy, est.estimate()) and not self.warm_template:
+        if asks_first_shard(policy, est.estimate(t)) and not self.warm_template:
             # asked for with the preamble, at the smallest level: its bytes follow the preamble's
             shard = self.link.fetch(0, self.g.levels[0], 0.0, edit.preamble_s, None, None, [], t)
-            est.observe(shard.bytes, max(arrived(shard) - first_byte(shard), 1e-6))
+            est.observe(shard.bytes, max(arrived(shard) - first_byte(shard), 1e-6), at=arrived(shard))
             run.waiting[0], asked = shard, (0,)
             run.link_free = arrived(shard)
         loop = FetchLoop(self.n, pass_shards=self.g.shards_per_step, one_pass=self.g.kv_cached,
@@ -197,7 +197,7 @@ class EditSimulator:
             nbytes = self.g.shard_hashes_bytes
             begin = max(run.t + self.rtt, run.link_free)
             run.t = run.link_free = begin + self.transfer(begin, nbytes)
-            run.est.observe(nbytes, max(run.t - begin, 1e-6))
+            run.est.observe(nbytes, max(run.t - begin, 1e-6), at=run.t)
             run.stages.edit.preamble_bytes += nbytes
         done = run.stages.edit.shards
         shard = self.link.fetch(i, level, run.t, run.link_free, run.est, run.policy if run.abandon else None, done,
@@ -225,12 +225,12 @@ class EditSimulator:
         t, nbytes = edit.compute_start, self.g.context_bytes
         if self.warm_template:
             return
-        if encode_on_phone(nbytes, None if self.cold else self.g.text_encode_s, est.estimate(), est.rtt_s):
+        if encode_on_phone(nbytes, None if self.cold else self.g.text_encode_s, est.estimate(t), est.rtt_s):
             edit.precompute_s = self.g.text_encode_s
             edit.compute_start = t + self.g.text_encode_s
             return
         done = self.fetched(t, nbytes)
-        est.observe(nbytes, max(done - t - self.rtt, 1e-6))
+        est.observe(nbytes, max(done - t - self.rtt, 1e-6), at=done)
         edit.compute_start = edit.preamble_s = done
         edit.preamble_bytes += nbytes
 

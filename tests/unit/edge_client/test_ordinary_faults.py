@@ -93,7 +93,7 @@ def test_the_first_error_of_any_download_stops_every_stage_at_once(proxy, refere
     proxy.add(r"/shards/1/", "status:404")
     with EdgeSession(proxy.url, timeout_s=10 * HANG_S, models=lambda _: reference_model) as session:
         for _ in range(3):  # a fast link already measured: the next request leaves before shard 0 ends
-            session.estimator.observe(10_000_000, 0.1)
+            session.estimator.observe(10_000_000, 0.1, at=session.estimator.clock())
         with pytest.raises(ServerError) as err:
             session.edit(load_image(PHOTO), "portrait", policy="fixed-full")
         assert hang.held == 1

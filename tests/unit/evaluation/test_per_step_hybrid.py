@@ -82,3 +82,20 @@ def test_after_a_dip_the_hybrid_fetches_again():
     assert computed and min(computed) < g.steps // 3  # the dip: the phone computed then
     assert sum(1 for step in computed if step >= g.steps * 2 // 3) < per
     assert sakura.compute_end <= fetching.compute_end * 1.2
+
+
+def test_after_a_surprise_at_the_start_the_hybrid_fetches_again():
+    """SD3.5 on the flagship GPU over a real 5G drive whose first seconds run at 13 to 47 Mbit/s,
+    then at about 100 to 500 (the bundled ``5g_trace_88_driving``, from its start). The preamble's
+    surprise discounts the estimate about seventyfold, the phone computes, and a discount that
+    only a new download lifted kept it computing every block of the edit. The discount fades while
+    nothing is observed: the phone fetches again within the first half of the steps."""
+    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
+    g = analytic_geometry(workload_spec("analytic:sd35-medium@512/512/12"), device_profile("flagship-gpu"), rates,
+                          LEVELS, CACHEGEN)
+    trace = load_trace(resources.files("sakura.examples") / "traces" / "5g_trace_88_driving")
+    sakura = EditSimulator(g, trace, 0.0, rtt_s=0.055).run("sakura")
+    per = g.shards // g.steps
+    computed = [i // per for i, level in enumerate(sakura.levels) if level == "compute"]
+    assert computed and min(computed) == 0  # the surprise: the phone computed then
+    assert sum(1 for step in computed if step >= g.steps // 2) < per
