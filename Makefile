@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-unit-platform test-unit-rest test-integration test-demo test-cluster test-ray lint docs bench clean
+.PHONY: install demo test test-unit test-integration test-demo test-cluster lint docs bench clean
 
 install: $(STAMP)
 
@@ -22,30 +22,22 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(VENV)/bin/sakura demo --out demo-out
 
-# The suite in parts, three at a time on two cores: tests/integration (Ray, Serve and S3 servers:
-# much of it waiting on them) and the unit tests (no Ray, mostly CPU) as two parts,
-# tests/unit/platform (the models and the codec) and the rest, so the unit work fills both cores
-# while the integration part waits. Make starts each next part, in the order listed, as soon as a
-# part ends: the demo's test (about two minutes: a Ray cluster and a paced phone over two traces)
-# when the first of them ends. No test judges this machine's speed (issue 36), so no part minds
-# another's load. The unit parts run at a lower CPU priority (nice 10): where they run beside the
-# kill tests, their Ray nodes still join and are declared dead within their hang guards. CI
-# (.ci/run) runs the kill tests after the integration part in its lane (`test-ray`) and adds lint. Each part's output is printed whole
-# when it ends; any failing fails the target. `make test-unit` runs the unit tests as one part.
-TEST_PARTS ?= test-integration test-unit-platform test-unit-rest test-demo
-TEST_JOBS ?= 3
-UNIT := nice -n 10 $(PY) -m pytest -q -m "not cluster" --durations=10
+# The suite in parts on two cores: tests/unit (no Ray, mostly CPU) and tests/integration (Ray,
+# Serve and S3 servers: much of it waiting on them) side by side, so both cores work; the demo's
+# test (about two minutes: a Ray cluster and a paced phone over two traces) is a part of its own
+# that starts when the first of them ends. No test judges this machine's speed (issue 36), so no
+# part minds another's load. The unit half runs at a lower CPU priority (nice 10): where it runs
+# beside the kill tests, their Ray nodes still join and are declared dead within their hang
+# guards (beside the unit half at full priority a node once missed its join deadline). CI
+# (.ci/run) adds the kill tests and lint to the same schedule: make starts each next part, in the
+# order listed, as soon as a part ends, so no core idles while the longer half finishes. Each
+# part's output is printed whole when it ends; any failing fails the target.
+TEST_PARTS ?= test-unit test-integration test-demo
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=recurse $(TEST_PARTS)
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse $(TEST_PARTS)
 
 test-unit: $(STAMP)
-	$(UNIT) tests/unit
-
-test-unit-platform: $(STAMP)
-	$(UNIT) tests/unit/platform
-
-test-unit-rest: $(STAMP)
-	$(UNIT) tests/unit --ignore=tests/unit/platform
+	nice -n 10 $(PY) -m pytest -q -m "not cluster" tests/unit --durations=10
 
 test-integration: $(STAMP)
 	$(PY) -m pytest -q -m "not cluster" tests/integration --ignore=tests/integration/test_demo.py --durations=10
@@ -58,11 +50,6 @@ test-demo: $(STAMP)
 # (tests/integration/jobs/test_build_crash.py). A target of its own so each suite stays under 15 minutes.
 test-cluster: $(STAMP)
 	$(PY) -m pytest -q -m cluster tests/integration --durations=5
-
-# The integration tests, then the kill tests: one lane, one Ray head at a time (CI's longest lane).
-test-ray: $(STAMP)
-	$(MAKE) --no-print-directory test-integration
-	$(MAKE) --no-print-directory test-cluster
 
 # ruff (style, imports, likely bugs) and mypy (types) over the package, tests and benchmarks, and
 # the documentation site built strictly (a broken link or docstring fails it).
