@@ -166,10 +166,16 @@ def test_a_phone_with_its_own_text_encoder_encodes_the_prompt_unless_fetching_is
 def test_the_simulated_compute_stage_rejudges_a_download_that_stalls_and_computes_it_instead(klein):
     """The live compute stage's extend rule (``late_download``), replayed: re-judged while the model
     waits, at the rate the download arrives at now. A warm phone on 3 Gbit/s fetches every block
-    past a short prefix; 0.42 s in, the link drops to 2 Mbit/s with a download most of the way in.
-    When the model asks for it, it looks on time; re-judged as it crawls, the phone computes the
-    block from the frontier instead, and the edit ends long before that download would have."""
-    trace = BandwidthTrace("drop", "test", np.array([0.0, 10.42]), np.array([3000.0, 2.0]), 3600.0)
+    past a short prefix; the link drops to 2 Mbit/s with a download half-way in (the drop is placed
+    on a download of the edit on the steady link: which block straddles a fixed moment moves with
+    every change to the level choices). When the model asks for it, it looks on time;
+    re-judged as it crawls, the phone computes the block from the frontier instead, and the edit
+    ends long before that download would have."""
+    steady = EditSimulator(klein, BandwidthTrace.constant(3000.0), 10.0, rtt_s=0.055, warm_template=True).run("sakura")
+    fetched = [s for s in steady.shards if s.first_byte_at is not None and s.index > 0]
+    crossing = fetched[len(fetched) // 2]
+    drop = crossing.first_byte_at + 0.5 * (crossing.arrived_at - crossing.first_byte_at)  # type: ignore[operator]
+    trace = BandwidthTrace("drop", "test", np.array([0.0, 10.0 + drop]), np.array([3000.0, 2.0]), 3600.0)
     edit = EditSimulator(klein, trace, 10.0, rtt_s=0.055, warm_template=True).run("sakura")
     extended = [s for s in edit.shards if s.computed and s.abandoned]
     assert extended, "no download was given up for the phone's compute"
