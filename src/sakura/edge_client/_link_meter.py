@@ -24,8 +24,9 @@ __all__ = ["DownloadRate", "LinkMeter"]
 class LinkMeter:
     """A session's link: every byte it delivered over time, and the estimator it feeds."""
 
-    def __init__(self, estimator: BandwidthEstimator, clock: Callable[[], float] = time.monotonic) -> None:
-        self.estimator, self.clock = estimator, clock
+    def __init__(self, estimator: BandwidthEstimator, clock: Callable[[], float] | None = None) -> None:
+        """``clock``: by default the estimator's, since the times the meter reports it are on it."""
+        self.estimator, self.clock = estimator, clock or estimator.clock or time.monotonic
         self._lock = threading.Lock()
         self._times: list[float] = [0.0]
         self._totals: list[int] = [0]
