@@ -10,6 +10,13 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
+# Python caches each module it compiles as bytecode beside the source. An environment that sets
+# PYTHONDONTWRITEBYTECODE (this machine's does) turns that off, and with --no-compile below no
+# process then finds a cached module: every test's child process, Ray worker and Serve replica
+# compiled torch, diffusers and ray from source again (a child that loads tiny-sd3: 17.3 s, 6.7 s
+# once cached; 2026-12-06, this 2-core machine). The targets here let Python write its cache.
+unexport PYTHONDONTWRITEBYTECODE
+
 # torch is installed first and pinned by constraints.txt so nothing pulls a CUDA build.
 # --no-compile: Python compiles a module when it is first imported, not every file of every
 # package at install (torch, ray and transformers ship tens of thousands).
