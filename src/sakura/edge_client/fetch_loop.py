@@ -20,11 +20,13 @@ The loop (``docs/architecture.md``, "The fetch stage"):
 2. Otherwise make room (at most ``max_in_flight`` out, the last request near done, every complete
    download handed over to the decoder as it completes) and request it at the level the policy
    chooses then.
-3. In one pass of the reference tokens, once every shard above the prefix left to the phone is on
-   its way, take back the top of that prefix one block at a time while the policy says its
-   download ends before the phone would have computed it and the model has not reached it.
+3. Take back the top of a prefix left to the phone one block at a time while the policy says its
+   download ends before the phone would have computed it and the model has not reached it: in
+   one pass of the reference tokens once every shard above the prefix is on its way; a per-step
+   model's passes after each block the model takes while the loop waits to plan the next pass.
 4. Hand over what is still in flight, lowest shard first (the model's order; a complete download
-   is handed over as soon as it is complete, so one stalled above it never holds it up).
+   is handed over as soon as it is complete, so one stalled above it never holds it up); the
+   phone computes what is left to it.
 """
 
 from __future__ import annotations
@@ -158,9 +160,9 @@ class FetchLoop:
         self._deciding = self.shards
         if self.takes_back:
             self._take_back(d)
-        d.finish_left()
         while self.in_flight and not d.stopped():
             self._hand_over_lowest(d)
+        d.finish_left()
 
     def may_compute(self, index: int, d: FetchDriver) -> bool:
         """The phone may compute shard ``index``: it starts a pass, or the shard before it is
@@ -196,7 +198,17 @@ class FetchLoop:
         begun = index - self.pass_shards
         while self.in_flight and min(self.in_flight) < begun and not d.stopped():
             self._hand_over_lowest(d)
-        d.await_model(begun)
+        if not self.probes:
+            d.await_model(begun)
+            return
+        for block in range(max(begun - self.pass_shards + 1, 0), begun + 1):
+            while self.in_flight and min(self.in_flight) < block and not d.stopped():  # taken back
+                self._hand_over_lowest(d)
+            d.await_model(block)
+            if d.stopped():
+                return
+            if d.left_to_phone() and all(d.arrived(j) for j in self.in_flight):  # the link idles
+                self._take_back_one(d)
 
     def _probe(self, index: int, d: FetchDriver) -> None:
         """The phone computes the start of a per-step pass (from shard ``index``) and nothing is
@@ -285,13 +297,31 @@ class FetchLoop:
         d.leave_to_phone(index)
 
     def _take_back(self, d: FetchDriver) -> None:
-        """Re-plan the other way, once every shard above the prefix left to the phone is on its way."""
+        """In one pass, once every shard above the prefix left to the phone is on its way: take
+        back its top, one block at a time, while :meth:`_take_back_one` does."""
         while True:
             self.make_room(d)
-            left = d.left_to_phone()
-            if not left or d.stopped():
+            if d.stopped() or not self._take_back_one(d):
                 return
-            level = d.take_back(left[0], left[-1])
-            if level is None or not d.claim(left[-1]):
-                return
-            self._request(left[-1], level, d, taken_back=True)
+
+    def _take_back_one(self, d: FetchDriver) -> bool:
+        """Re-plan the other way: take back the top of a prefix left to the phone (the lowest
+        pass's first) if the policy says its download ends before the phone would have computed
+        its way to it and the model has not reached it. A per-step model's passes are re-judged
+        so after each block the model takes while the link idles (:meth:`_await_pass_before`):
+        planned at a pass's start, a dip of a second or two had the phone compute the whole
+        pass, where the link came back a block later (SD3.5 on a 5G drive computed whole steps
+        that fetch-only rode out with one slow step)."""
+        for prefix in self._prefixes(d.left_to_phone()):
+            level = d.take_back(prefix[0], prefix[-1])
+            if level is not None and d.claim(prefix[-1]):
+                self._request(prefix[-1], level, d, taken_back=True)
+                return True
+        return False
+
+    def _prefixes(self, left: list[int]) -> list[list[int]]:
+        """The shards left to the phone (in order), pass by pass."""
+        passes: dict[int, list[int]] = {}
+        for index in left:
+            passes.setdefault(index // self.pass_shards, []).append(index)
+        return list(passes.values())

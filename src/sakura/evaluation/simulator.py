@@ -330,6 +330,7 @@ class _Run:
         """The model's events run on to when it asks for shard ``index`` (every shard below it is
         with the stages, so the model has taken them)."""
         edit = self.stages.edit
+        self._commit_below(index)
         assert len(edit.shards) >= index, "the shards below it are handed over in order"
         needed = edit.shards[index].needed_at if index < len(edit.shards) else self.sim.model.needed(edit, index)
         self.t = max(self.t, needed or self.t)
@@ -350,16 +351,15 @@ class _Run:
         return self._timed_at
 
     def leave_to_phone(self, index: int) -> None:
-        shard = ShardTiming(index, level=COMPUTE, source="computed", chosen_at=self.t)
-        if self.sim.g.kv_cached:
-            self.left.append(shard)
-        else:
-            self.stages.hand_over(shard, self.t)
+        self.left.append(ShardTiming(index, level=COMPUTE, source="computed", chosen_at=self.t))
 
     def claim(self, index: int) -> bool:
-        assert self.left[-1].index == index
-        self.left.pop()
-        return True
+        """Unless the model has reached it by now (the live compute stage's ``needed_at``)."""
+        self.sim._reach(self, 0)
+        shard = next((s for s in self.left if s.index == index), None)
+        if shard is not None:
+            self.left.remove(shard)
+        return shard is not None
 
     def request(self, index: int, level: str, *, taken_back: bool) -> None:
         self.sim._request(index, self, level)
@@ -371,10 +371,21 @@ class _Run:
         return near <= complete
 
     def hand_over(self, index: int) -> None:
+        self._commit_below(index)
         self.t = self.stages.hand_over(self.waiting.pop(index), self.t)
 
     def release(self, index: int) -> None:
+        self._commit_below(index)
         self.stages.hand_over(self.waiting.pop(index), self.t)
+
+    def _commit_below(self, index: int) -> None:
+        """A per-step model's shards left to the phone below ``index`` go to the model's queue
+        before it (its stage queues hold two shards, and the stages take them in order): the
+        phone computes them when the model reaches them. The live fetch stage could still take
+        one back until then; the simulated one no longer does (conservative). In one pass the
+        queues hold the pass, and a download handed over above the prefix waits there for it."""
+        while not self.sim.g.kv_cached and self.left and self.left[0].index < index:
+            self.stages.hand_over(self.left.pop(0), self.t)
 
     def catch_up(self) -> None:
         self.sim._reach(self, 0)
