@@ -9,7 +9,7 @@ from importlib import resources
 import pytest
 
 from sakura.emulation.traces import BandwidthTrace, load_trace
-from sakura.evaluation.geometry import ManifestWire
+from sakura.evaluation.geometry import EditGeometry, ManifestWire
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.simulator import EditSimulator
 from sakura.evaluation.workloads import CodecRates, analytic_geometry, workload_spec
@@ -26,6 +26,15 @@ def _kontext(phone_computes: bool | None):
                           LEVELS, CACHEGEN, phone_computes=phone_computes)
     assert not g.kv_cached and g.steps == 3
     return g
+
+
+def _sd35_on_flagship_gpu(trace: str, start: float = 0.0) -> tuple[EditGeometry, EditSimulator]:
+    """SD3.5 (12 steps) on the flagship GPU over the bundled real trace ``trace`` from ``start``."""
+    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
+    g = analytic_geometry(workload_spec("analytic:sd35-medium@512/512/12"), device_profile("flagship-gpu"), rates,
+                          LEVELS, CACHEGEN)
+    trace_path = resources.files("sakura.examples") / "traces" / trace
+    return g, EditSimulator(g, load_trace(trace_path), start, rtt_s=0.055)
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +80,7 @@ def test_after_a_dip_the_hybrid_fetches_again():
     it): 1.39 of fetching every block. Now each pass is planned as the model nears it and the link
     is probed while the phone computes: the phone computes less than a pass's worth in the last
     third of the steps, and the edit ends within 1.2 of fetching every block."""
-    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
-    g = analytic_geometry(workload_spec("analytic:sd35-medium@512/512/12"), device_profile("flagship-gpu"), rates,
-                          LEVELS, CACHEGEN)
-    trace = load_trace(resources.files("sakura.examples") / "traces" / "5g_trace_104_driving")
-    sim = EditSimulator(g, trace, 8.0, rtt_s=0.055)
+    g, sim = _sd35_on_flagship_gpu("5g_trace_104_driving", start=8.0)
     sakura, fetching = sim.run("sakura"), sim.run("sakura-fetch-only")
     per = g.shards // g.steps
     computed = [i // per for i, level in enumerate(sakura.levels) if level == "compute"]
@@ -90,11 +95,8 @@ def test_after_a_surprise_at_the_start_the_hybrid_fetches_again():
     surprise discounts the estimate about seventyfold, the phone computes, and a discount that
     only a new download lifted kept it computing every block of the edit. The discount fades while
     nothing is observed: the phone fetches again within the first half of the steps."""
-    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
-    g = analytic_geometry(workload_spec("analytic:sd35-medium@512/512/12"), device_profile("flagship-gpu"), rates,
-                          LEVELS, CACHEGEN)
-    trace = load_trace(resources.files("sakura.examples") / "traces" / "5g_trace_88_driving")
-    sakura = EditSimulator(g, trace, 0.0, rtt_s=0.055).run("sakura")
+    g, sim = _sd35_on_flagship_gpu("5g_trace_88_driving")
+    sakura = sim.run("sakura")
     per = g.shards // g.steps
     computed = [i // per for i, level in enumerate(sakura.levels) if level == "compute"]
     assert computed and min(computed) == 0  # the surprise: the phone computed then
@@ -108,11 +110,7 @@ def test_a_pass_planned_in_a_dip_is_taken_back_when_the_link_returns():
     block or two later: 1.16 of fetching every block. The loop now re-judges the prefix left to
     the phone after every block the model takes while the link idles, and takes its top back
     (``FetchLoop._take_back_one``): the edit ends within 1.1 of fetching every block."""
-    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
-    g = analytic_geometry(workload_spec("analytic:sd35-medium@512/512/12"), device_profile("flagship-gpu"), rates,
-                          LEVELS, CACHEGEN)
-    trace = load_trace(resources.files("sakura.examples") / "traces" / "5g_trace_118_driving")
-    sim = EditSimulator(g, trace, 0.0, rtt_s=0.055)
+    _, sim = _sd35_on_flagship_gpu("5g_trace_118_driving")
     sakura, fetching = sim.run("sakura"), sim.run("sakura-fetch-only")
     assert any(s.taken_back and not s.computed for s in sakura.shards)  # left to the phone, then fetched
     assert sakura.compute_end <= fetching.compute_end * 1.1
