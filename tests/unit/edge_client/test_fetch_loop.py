@@ -368,3 +368,24 @@ def test_complete_probes_leave_their_places_on_the_link_to_the_shards_below_them
     first_hand = d.log.index(d.of("hand")[0])
     assert d.log.index(("request", 4, "medium", False)) < first_hand
     assert [e[1] for e in d.of("hand")] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_a_per_step_prefix_left_to_the_phone_is_re_judged_after_each_block_while_the_link_idles():
+    """Three passes of four; the policy leaves every shard to the phone and declines each probe
+    (a dip). While the loop waits to plan the next pass, after every block the model takes with
+    nothing downloading, it asks again whether to take back the top of what the phone still has
+    to compute, the lowest pass first (planned at a pass's start, a dip of a second or two had the
+    phone compute the whole pass where the link came back a block later). A take-back goes to the
+    model's queue before the next pass's first shard; while it downloads, nothing more is asked."""
+    d = Script(computes=set(range(12)), take_backs=[None, "medium", None, None, "full", None])
+    fl = per_step(12, 4)
+    fl.run(d)
+    assert [(e[1], e[2]) for e in d.of("request") if e[3]] == [(3, "medium"), (7, "full")]
+    assert d.of("take_back?") == [("take_back?", 0, 3), ("take_back?", 0, 3), ("take_back?", 4, 7),
+                                  ("take_back?", 0, 2), ("take_back?", 4, 7), ("take_back?", 8, 11)]
+    assert fl.decided == [COMPUTE] * 3 + [FETCH] + [COMPUTE] * 3 + [FETCH] + [COMPUTE] * 4
+    assert d.log.index(("model at", 0)) < d.log.index(("request", 3, "medium", True)) \
+        < d.log.index(("release", 3)) < d.log.index(("leave", 4))
+    after = d.log[d.log.index(("request", 7, "full", True)):]
+    assert ("model at", 4) in after and ("take_back?", 8, 11) in after  # 7 in flight: asked again only at the probe
+    assert [e for e in after[:after.index(("model at", 4))] if e[0] == "take_back?"] == []
