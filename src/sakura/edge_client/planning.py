@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from sakura.edge_client.estimator import Estimate
 
@@ -110,9 +111,10 @@ class PlanContext:
     #: nearest last (what the bounded queues make the plan's first requests wait for).
     taken_before: tuple[float, ...] = ()
 
-    @property
+    @cached_property
     def lag(self) -> int:
-        """:func:`request_lag` of the stage queues, or 0 where they never bind (one pass)."""
+        """:func:`request_lag` of the stage queues, or 0 where they never bind (one pass); a
+        planner reads it for every shard of every plan it simulates, so it is worked out once."""
         return _binding_lag(self.window, len(self.shards))
 
     def size(self, level: str, index: int | None = None) -> int:
@@ -262,18 +264,43 @@ def take_back(ctx: PlanContext, top: int, transfer: TransferTime, penalty: float
     reached them yet, and every shard above ``top`` is fetched already. The plans: fetch the top
     ``k`` of them, top down (the order the fetch stage takes them back in), at one level, and
     compute the rest. Returns the level of the best-scoring plan that fetches ``top``, or None
-    when computing them all scores best (ties go to fewer bytes)."""
-    best_score, best_level = _taken_back(ctx, top, 0, ctx.levels[0], transfer).score(penalty), None
+    when computing them all scores best (ties go to fewer bytes). Linear in the prefix (a
+    per-step model's loop asks after each block while the link idles): :func:`_fetching_top_down`."""
+    computed = [start_state(ctx)]  # computed[m]: the first m of them computed
+    for index in range(ctx.index, top + 1):
+        computed.append(_computed(computed[-1], ctx, index))
+    scores = {level: _fetching_top_down(ctx, top, level, transfer, computed, penalty) for level in ctx.levels}
+    best_score, best_level = computed[-1].score(penalty), None
     for k in range(1, top - ctx.index + 2):
-        for level in ctx.levels:
-            score = _taken_back(ctx, top, k, level, transfer).score(penalty)
-            if score > best_score + 1e-9:
-                best_score, best_level = score, level
+        for level, by_k in scores.items():
+            if by_k[k - 1] > best_score + 1e-9:
+                best_score, best_level = by_k[k - 1], level
     return best_level
 
 
-def _taken_back(ctx: PlanContext, top: int, k: int, level: str, transfer: TransferTime) -> PlanState:
-    """The state once the model has taken ``ctx.index..top``, the top ``k`` fetched top down at ``level``."""
+def _fetching_top_down(ctx: PlanContext, top: int, level: str, transfer: TransferTime, computed: list[PlanState],
+                       penalty: float) -> list[float]:
+    """The score of each plan that fetches the top ``k`` shards from ``top`` down at ``level`` and
+    computes the rest (``computed``: the states with a prefix computed), for k = 1, 2, ... The
+    requests go out in the same order whatever ``k`` is, so each shard is decoded at the same
+    time in every plan that fetches it; and the model, ready at ``r`` for the fetched tail, is done
+    with it at max(r + its compute, the latest of each fetched shard's decode plus the compute
+    from it on), having stalled for the difference. So one pass scores every plan."""
+    decoded = fetched_top_down(ctx, top, top - ctx.index + 1, level, transfer)
+    scores, tail_compute, latest, tail_quality = [], 0.0, -math.inf, 0.0
+    for first in range(top, ctx.index - 1, -1):
+        tail_compute += ctx.compute[first]
+        latest = max(latest, decoded[first] + tail_compute)
+        tail_quality += ctx.shards[first].weight * ctx.utility[level]
+        prefix = computed[first - ctx.index]
+        stall = prefix.stall + max(0.0, latest - prefix.ready - tail_compute)
+        scores.append(prefix.quality + tail_quality - penalty * (stall + prefix.computing))
+    return scores
+
+
+def fetched_top_down(ctx: PlanContext, top: int, k: int, level: str, transfer: TransferTime) -> dict[int, float]:
+    """When each of the top ``k`` shards from ``top`` down is decoded, fetched at ``level`` in that
+    order from the start state (what :func:`take_back` weighs)."""
     state = start_state(ctx)
     fetch_free, request, decode_free = state.fetch_free, state.next_request, state.decode_free
     if k:
@@ -282,16 +309,7 @@ def _taken_back(ctx: PlanContext, top: int, k: int, level: str, transfer: Transf
     for index in range(top, top - k, -1):
         fetch_free, request = _arrival(fetch_free, request, ctx.shards[index].sizes[level], ctx.rtt_s, transfer)
         decode_free = decoded[index] = max(fetch_free, decode_free) + ctx.decode_s.get(level, 0.0)
-    for index in range(ctx.index, top + 1):
-        if index not in decoded:
-            state = _computed(state, ctx, index)
-            continue
-        consumed = max(decoded[index], state.ready)
-        state = PlanState(fetch_free=fetch_free, decode_free=decode_free, next_request=request,
-                          ready=consumed + ctx.compute[index], stall=state.stall + consumed - state.ready,
-                          computing=state.computing,
-                          quality=state.quality + ctx.shards[index].weight * ctx.utility[level])
-    return state
+    return decoded
 
 
 def _fetched(state: PlanState, ctx: PlanContext, split: int, level: str, end: int, transfer: TransferTime,

@@ -21,6 +21,7 @@ from sakura.edge_client.planning import (
     simulate,
     take_back,
 )
+from sakura.edge_client.planning import PlanState, _computed, fetched_top_down, start_state
 
 LEVELS = ("compact", "medium", "full")
 SIZES = {"compact": 20_000, "medium": 40_000, "full": 240_000}
@@ -164,6 +165,50 @@ def test_the_pruned_search_finds_the_exhaustive_split(seed):
                 template_compute=tuple(rng.uniform(0.001, 0.05) for _ in range(n)),
                 compute=tuple(rng.uniform(0.0, 0.03) for _ in range(n)))
     assert best_split(c, constant_rate(rate)) == _exhaustive_split(c, rate)
+
+
+def _taken_back(c: PlanContext, top: int, k: int, level: str, rate: float) -> PlanState:
+    """One plan take_back weighs, shard by shard: the top ``k`` fetched top down at ``level``, the
+    rest computed, and the model taking them in order."""
+    state, decoded = start_state(c), fetched_top_down(c, top, k, level, constant_rate(rate))
+    for index in range(c.index, top + 1):
+        if index not in decoded:
+            state = _computed(state, c, index)
+            continue
+        consumed = max(decoded[index], state.ready)
+        state = replace(state, ready=consumed + c.compute[index], stall=state.stall + consumed - state.ready,
+                        quality=state.quality + c.shards[index].weight * c.utility[level])
+    return state
+
+
+def _exhaustive_take_back(c: PlanContext, top: int, rate: float, penalty: float) -> str | None:
+    """Every plan take_back weighs, each simulated in full: what its one pass must match."""
+    best, level = _taken_back(c, top, 0, LEVELS[0], rate).score(penalty), None
+    for k in range(1, top - c.index + 2):
+        for lv in LEVELS:
+            score = _taken_back(c, top, k, lv, rate).score(penalty)
+            if score > best + 1e-9:
+                best, level = score, lv
+    return level
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_take_back_in_one_pass_finds_what_simulating_every_plan_finds(seed):
+    """take_back scores every plan in one pass over the prefix (a per-step loop asks after every
+    block the model takes): over random prefixes, links, queues and penalties it picks what
+    simulating each plan shard by shard picks."""
+    rng = random.Random(seed)
+    n = rng.randint(1, 12)
+    shards = tuple(ShardOption({lv: rng.randint(1, 8) * size for lv, size in SIZES.items()}, rng.uniform(0.2, 2.0))
+                   for _ in range(n))
+    rate = 10 ** rng.uniform(5, 8)
+    index = rng.randrange(n)
+    c = replace(ctx(rate, n=n), shards=shards, index=index, ready_at=rng.uniform(0, 0.1),
+                template_compute=tuple(rng.uniform(0.001, 0.05) for _ in range(n)),
+                compute=tuple(rng.uniform(0.0, 0.03) for _ in range(n)), link_free_at=rng.uniform(0, 0.1),
+                decode_free_at=rng.uniform(0, 0.1), hashes_bytes=rng.choice([0, 5_000]))
+    top, penalty = rng.randrange(index, n), rng.choice([1.0, 4.0, 1000.0])
+    assert take_back(c, top, constant_rate(rate), penalty) == _exhaustive_take_back(c, top, rate, penalty)
 
 
 def test_taking_back_blocks_left_to_the_phone_follows_the_link():
