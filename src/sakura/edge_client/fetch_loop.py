@@ -23,7 +23,8 @@ The loop (``docs/architecture.md``, "The fetch stage"):
 3. Take back the top of a prefix left to the phone one block at a time while the policy says its
    download ends before the phone would have computed it and the model has not reached it: in
    one pass of the reference tokens once every shard above the prefix is on its way; a per-step
-   model's passes after each block the model takes while the loop waits to plan the next pass.
+   model's passes after each block the model takes while the loop waits to plan the next pass
+   (and after the last pass is planned, to the last block).
 4. Hand over what is still in flight, lowest shard first (the model's order; a complete download
    is handed over as soon as it is complete, so one stalled above it never holds it up); the
    phone computes what is left to it.
@@ -160,6 +161,9 @@ class FetchLoop:
         self._deciding = self.shards
         if self.takes_back:
             self._take_back(d)
+        if self.probes:  # the last passes, as the model runs them
+            last = (self.shards - 1) // self.pass_shards * self.pass_shards
+            self._take_back_while_the_model_runs(max(last - self.pass_shards + 1, 0), self.shards - 1, d)
         while self.in_flight and not d.stopped():
             self._hand_over_lowest(d)
         d.finish_left()
@@ -198,10 +202,16 @@ class FetchLoop:
         begun = index - self.pass_shards
         while self.in_flight and min(self.in_flight) < begun and not d.stopped():
             self._hand_over_lowest(d)
-        if not self.probes:
+        if self.probes:
+            self._take_back_while_the_model_runs(max(begun - self.pass_shards + 1, 0), begun, d)
+        else:
             d.await_model(begun)
-            return
-        for block in range(max(begun - self.pass_shards + 1, 0), begun + 1):
+
+    def _take_back_while_the_model_runs(self, first: int, last: int, d: FetchDriver) -> None:
+        """Follow the model from block ``first`` to ``last``; after each block it takes with the
+        link idle, offer the top of what is left to the phone back to the plan
+        (:meth:`_take_back_one`)."""
+        for block in range(first, last + 1):
             while self.in_flight and min(self.in_flight) < block and not d.stopped():  # taken back
                 self._hand_over_lowest(d)
             d.await_model(block)
