@@ -11,17 +11,20 @@ from sakura.edge_client import PlanContext, make_policy
 from sakura.edge_client.estimator import Estimate
 from sakura.edge_client.planning import (
     COMPUTE,
+    PlanState,
     ShardOption,
+    _computed,
     best_split,
     constant_rate,
     encode_on_phone,
+    fetched_top_down,
     level_utility,
     plan_context,
     request_lag,
     simulate,
+    start_state,
     take_back,
 )
-from sakura.edge_client.planning import PlanState, _computed, fetched_top_down, start_state
 
 LEVELS = ("compact", "medium", "full")
 SIZES = {"compact": 20_000, "medium": 40_000, "full": 240_000}
