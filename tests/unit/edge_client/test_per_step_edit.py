@@ -53,13 +53,15 @@ def lossless(server, phone) -> np.ndarray:
 class FirstBlockOfEachStep(HybridPolicy):
     """A split set in advance, so that no timing decides it: each step's first block is the phone's,
     and the rest of the step is fetched at ``full``, from its top down while the phone computes
-    the first (the fetch stage's probe, which asks ``take_back``), then from the bottom up."""
+    the first (the fetch stage's probe, which asks ``take_back``), then from the bottom up. A
+    step's first block is never taken back: the loop also offers it back while the model runs
+    the step before, and whether the model reached it first is this machine's timing."""
 
     def choose(self, ctx: PlanContext) -> str:
         return COMPUTE if ctx.can_compute and ctx.index % ctx.pass_shards == 0 else "full"
 
     def take_back(self, ctx: PlanContext, top: int) -> str | None:
-        return "full"
+        return None if top % ctx.pass_shards == 0 else "full"
 
 
 def test_the_phone_alone_computes_every_steps_pass_and_fetches_no_shard(server, phone, lossless):
