@@ -17,7 +17,7 @@ from sakura.edge_client._progress import ProgressTeller
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client.device import Device
 from sakura.edge_client.errors import EditCancelled
-from sakura.edge_client.late_download import LATE_CHECK_S
+from sakura.edge_client.late_download import LATE_CHECK_S, Due, computes_instead
 from sakura.edge_client.planning import COMPUTE
 from sakura.edge_client.timeline import Stall, Timeline
 from sakura.platform.kv import KVPair, KVShard, ShardKey
@@ -51,7 +51,7 @@ class Pipeline(Protocol):
     def planned_compute(self, index: int) -> bool:
         """The fetch stage left shard ``index`` to the phone."""
 
-    def fetch_due(self, index: int, waiting_since: float) -> float:
+    def fetch_due(self, index: int, waiting_since: float) -> Due:
         """When shard ``index``, which the model has waited for since ``waiting_since``, would be
         decoded if it is fetched."""
 
@@ -143,7 +143,8 @@ class StreamingKV:
         known = p.compute_model.template_s(p.model, len(self._keys))
         if not known and not p.template.reaches(index):
             return False  # what computing costs is learnt at the frontier first
-        return p.fetch_due(index, asked) > p.clock() + p.template.cost_s(index, known)
+        due, now = p.fetch_due(index, asked), p.clock()
+        return computes_instead(due, now, waited=now - asked, compute_s=p.template.cost_s(index, known))
 
     def _compute(self, index: int) -> KVPair:
         p = self.pipeline

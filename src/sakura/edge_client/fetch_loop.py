@@ -200,8 +200,7 @@ class FetchLoop:
         compute still lies ahead for the fetches; the shards in flight below the pass begun go
         to the decoder first (the model needs them on its way)."""
         begun = index - self.pass_shards
-        while self.in_flight and min(self.in_flight) < begun and not d.stopped():
-            self._hand_over_lowest(d)
+        self._hand_over_below(begun, d)
         if self.probes:
             self._take_back_while_the_model_runs(max(begun - self.pass_shards + 1, 0), begun, d)
         else:
@@ -212,8 +211,7 @@ class FetchLoop:
         link idle, offer the top of what is left to the phone back to the plan
         (:meth:`_take_back_one`)."""
         for block in range(first, last + 1):
-            while self.in_flight and min(self.in_flight) < block and not d.stopped():  # taken back
-                self._hand_over_lowest(d)
+            self._hand_over_below(block, d)  # those taken back
             d.await_model(block)
             if d.stopped():
                 return
@@ -254,6 +252,12 @@ class FetchLoop:
         index = min(self.in_flight)
         self.in_flight.remove(index)
         d.hand_over(index)
+
+    def _hand_over_below(self, index: int, d: FetchDriver) -> None:
+        """Hand every shard in flight below shard ``index`` to the decoder, lowest first (the model
+        needs them before it)."""
+        while self.in_flight and min(self.in_flight) < index and not d.stopped():
+            self._hand_over_lowest(d)
 
     def _hand_over_arrived(self, d: FetchDriver) -> None:
         """Hand every complete download to the decoder at once, lowest first, so that a download

@@ -43,7 +43,7 @@ from __future__ import annotations
 from sakura.edge_client import LevelPolicy, PlanContext
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetch_loop import FetchLoop
-from sakura.edge_client.late_download import LATE_CHECK_S, Waiting, fetch_due
+from sakura.edge_client.late_download import LATE_CHECK_S, Due, Waiting, computes_instead, fetch_due, soonest_due
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -267,10 +267,11 @@ class EditSimulator:
         at, waiting = needed, Waiting(needed, received_by(needed))
         while at < shard.decoded_at:
             received = received_by(at)
-            due = fetch_due(at, requested_at=shard.requested_at, rtt_s=self.rtt, planned_rate=rate,
-                            received=received, left=size - received, decode_s=self.link.mean_decode[shard.level],
-                            waiting=waiting)
-            if due > at + compute_s:
+            decode_s = self.link.mean_decode[shard.level]
+            due = Due(fetch_due(at, requested_at=shard.requested_at, rtt_s=self.rtt, planned_rate=rate,
+                                received=received, left=size - received, decode_s=decode_s, waiting=waiting),
+                      soonest_due(at, requested_at=shard.requested_at, rtt_s=self.rtt, decode_s=decode_s))
+            if computes_instead(due, at, waited=at - needed, compute_s=compute_s):
                 shard.abandoned.append(shard.level)
                 shard.bytes = shard.bytes - size + received
                 shard.level, shard.source = COMPUTE, "computed"
