@@ -6,10 +6,12 @@ the code measured has changed since (:func:`_source`); plus the cell formatting 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from _provenance import changed_since, run_stamps
@@ -18,9 +20,34 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 
 
+#: The names :func:`_load` is reading for, one set per open :func:`reads` block.
+_READING: list[set[str]] = []
+
+
+@contextlib.contextmanager
+def reads() -> Iterator[set[str]]:
+    """The names of the bench JSON read while the block runs (``NAME@COMMIT`` as such): what a
+    figure was made from, whichever way its function reached them."""
+    names: set[str] = set()
+    _READING.append(names)
+    try:
+        yield names
+    finally:
+        _READING.remove(names)
+
+
+def on_older_code(names: set[str] | list[str]) -> bool:
+    """Whether a figure made from ``names`` describes older code: one of them (not an earlier run
+    quoted as such, ``NAME@COMMIT``) measured code that has changed since, or was built on inputs
+    that no longer describe today's code (the line under a table says which)."""
+    return any(_changed(name) or _stale_inputs(name) for name in names if "@" not in name)
+
+
 def _load(name: str) -> dict:
     """A JSON of ``bench/out``; ``NAME@COMMIT`` is the file as that commit holds it (git), for a
     figure of an earlier run that the text quotes as such."""
+    for names in _READING:
+        names.add(name)
     if "@" in name:
         return _load_at(*name.split("@", 1))
     return json.loads((OUT / name).read_text())

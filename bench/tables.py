@@ -61,15 +61,18 @@ from _regime_tables import (
     sensitivity,
     two_phones,
 )
-from _sources import HISTORY, LEGACY_COMMANDS, OUT, ROOT, _changed, _load, _source, legacy_commands
+from _sources import HISTORY, LEGACY_COMMANDS, OUT, ROOT, _changed, _load, _source, legacy_commands, on_older_code, reads
 
-__all__ = ["DOCS", "FIGURES", "HISTORY", "LEGACY_COMMANDS", "MARKED", "OUT", "ROOT", "TABLES", "_changed", "_load",
+__all__ = ["DOCS", "FIGURES", "HISTORY", "LEGACY_COMMANDS", "MARKED", "OLDER_CODE", "OUT", "ROOT", "TABLES", "_changed", "_load",
            "_source", "_winning_ranges", "figure", "legacy_commands", "main", "render"]
 
 
 #: The pages that may carry generated tables: the README and every page of the docs site.
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 MARKED = re.compile(r"(<!-- table: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.DOTALL)
+#: What follows an inline figure whose JSON measured older code (:func:`_sources.on_older_code`),
+#: the figure's counterpart of the line under a table, until its bench is rerun.
+OLDER_CODE = " (older code)"
 
 
 TABLES: dict[str, Callable[[], str]] = {
@@ -118,7 +121,9 @@ def render(text: str) -> tuple[str, list[str]]:
         return match.group(1) + body + match.group(4)
 
     def fill_figure(match: re.Match) -> str:
-        body = figure(match.group("spec"))
+        with reads() as names:
+            body = figure(match.group("spec"))
+        body += OLDER_CODE if on_older_code(names) else ""
         if body != match.group("body"):
             changed.append(f"figure {match.group('spec')}")
         return match.group(0).replace(f"-->{match.group('body')}<!--", f"-->{body}<!--", 1)

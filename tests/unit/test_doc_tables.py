@@ -116,6 +116,34 @@ def test_a_table_says_when_its_figures_were_measured_on_older_code(tables, prove
         tables._changed.cache_clear()
 
 
+def test_a_figure_in_the_text_says_when_older_code_measured_it(tables, provenance_module, tmp_path, monkeypatch):
+    """An inline figure carries the flag the line under a table carries, whichever way it read its
+    JSON: a pointer, a divisor in another file, or a named figure's own function."""
+    sources = importlib.import_module("_sources")
+    stamp = provenance_module.provenance(*MODULES)
+    stale = {**stamp, "code_digest": "0" * 64,
+             "module_digests": {**stamp["module_digests"], "sakura.evaluation.regime": "2" * 64}}
+    for name, prov in (("fresh.json", stamp), ("stale.json", stale)):
+        (tmp_path / name).write_text(json.dumps({"provenance": prov, "value": 3.0}))
+    monkeypatch.setattr(sources, "OUT", tmp_path)
+    monkeypatch.setitem(tables.FIGURES, "stale-value", lambda: f"{sources._load('stale.json')['value']:.0f}")
+    for cache in (sources._changed, sources._stale_inputs):
+        cache.cache_clear()
+
+    def rendered(spec: str) -> str:
+        return next(tables.FIG.finditer(tables.render(f"<!-- fig: {spec} -->?<!-- /fig -->")[0])).group("body")
+
+    try:
+        assert rendered("fresh.json | /value | .0f") == "3"
+        assert rendered("stale.json | /value | .0f") == "3" + tables.OLDER_CODE
+        assert rendered("fresh.json | /value | .1f | over stale.json:/value") == "1.0" + tables.OLDER_CODE
+        assert rendered("stale-value") == "3" + tables.OLDER_CODE
+        assert not sources.on_older_code({"stale.json@0123abc"})  # an earlier run, quoted as such
+    finally:
+        for cache in (sources._changed, sources._stale_inputs):
+            cache.cache_clear()
+
+
 def test_a_table_says_when_the_figures_it_was_built_on_no_longer_describe_todays_code(
         tables, provenance_module, tmp_path, monkeypatch):
     """A simulated figure takes its codec rates from other bench JSON: it is as stale as they are."""
