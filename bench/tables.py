@@ -61,10 +61,21 @@ from _regime_tables import (
     sensitivity,
     two_phones,
 )
-from _sources import HISTORY, LEGACY_COMMANDS, OUT, ROOT, _changed, _load, _source, legacy_commands, on_older_code, reads
+from _sources import (
+    HISTORY,
+    LEGACY_COMMANDS,
+    OUT,
+    ROOT,
+    _changed,
+    _load,
+    _source,
+    legacy_commands,
+    on_older_code,
+    reads,
+)
 
-__all__ = ["DOCS", "FIGURES", "HISTORY", "LEGACY_COMMANDS", "MARKED", "OLDER_CODE", "OUT", "ROOT", "TABLES", "_changed", "_load",
-           "_source", "_winning_ranges", "figure", "legacy_commands", "main", "render"]
+__all__ = ["DOCS", "FIGURES", "HISTORY", "LEGACY_COMMANDS", "MARKED", "OLDER_CODE", "OUT", "ROOT", "TABLES", "_changed",
+           "_load", "_source", "_winning_ranges", "figure", "legacy_commands", "main", "render"]
 
 
 #: The pages that may carry generated tables: the README and every page of the docs site.
