@@ -100,64 +100,65 @@ def test_comments_and_docstrings_are_not_code_but_a_changed_line_is(provenance_m
     assert code(base) != code('def f(x):\n    """Twice x."""\n    return 3 * x\n')
 
 
-def test_a_table_says_when_its_figures_were_measured_on_older_code(tables, provenance_module, tmp_path,
-                                                                    monkeypatch):
+@pytest.fixture
+def bench_out(tables, tmp_path, monkeypatch):
+    """``bench/out`` moved to ``tmp_path`` for ``_load``, with the staleness caches emptied on both
+    sides of the test."""
+    sources = importlib.import_module("_sources")
+    monkeypatch.setattr(sources, "OUT", tmp_path)
+    caches = (sources._changed, sources._stale_inputs)
+    for cache in caches:
+        cache.cache_clear()
+    yield tmp_path
+    for cache in caches:
+        cache.cache_clear()
+
+
+def _older(stamp: dict) -> dict:
+    """``stamp`` as if ``sakura.evaluation.regime`` had changed since its run."""
+    return {**stamp, "code_digest": "0" * 64,
+            "module_digests": {**stamp["module_digests"], "sakura.evaluation.regime": "2" * 64}}
+
+
+def test_a_table_says_when_its_figures_were_measured_on_older_code(tables, provenance_module, bench_out):
     stamp = provenance_module.provenance(*MODULES)
-    stale = {**stamp, "code_digest": "0" * 64,
-             "module_digests": {**stamp["module_digests"], "sakura.evaluation.regime": "2" * 64}}
-    for name, prov in (("fresh.json", stamp), ("stale.json", stale)):
-        (tmp_path / name).write_text(json.dumps({"provenance": prov}))
-    monkeypatch.setattr(importlib.import_module("_sources"), "OUT", tmp_path)  # where _load reads the JSON
-    tables._changed.cache_clear()
-    try:
-        assert "older code" not in tables._source("fresh.json")
-        assert "**Measured on older code**: `sakura.evaluation.regime` changed since" in tables._source("stale.json")
-    finally:
-        tables._changed.cache_clear()
+    for name, prov in (("fresh.json", stamp), ("stale.json", _older(stamp))):
+        (bench_out / name).write_text(json.dumps({"provenance": prov}))
+    assert "older code" not in tables._source("fresh.json")
+    assert "**Measured on older code**: `sakura.evaluation.regime` changed since" in tables._source("stale.json")
 
 
-def test_a_figure_in_the_text_says_when_older_code_measured_it(tables, provenance_module, tmp_path, monkeypatch):
+def test_a_figure_in_the_text_says_when_older_code_measured_it(tables, provenance_module, bench_out, monkeypatch):
     """An inline figure carries the flag the line under a table carries, whichever way it read its
     JSON: a pointer, a divisor in another file, or a named figure's own function."""
     sources = importlib.import_module("_sources")
     stamp = provenance_module.provenance(*MODULES)
-    stale = {**stamp, "code_digest": "0" * 64,
-             "module_digests": {**stamp["module_digests"], "sakura.evaluation.regime": "2" * 64}}
-    for name, prov in (("fresh.json", stamp), ("stale.json", stale)):
-        (tmp_path / name).write_text(json.dumps({"provenance": prov, "value": 3.0}))
-    monkeypatch.setattr(sources, "OUT", tmp_path)
+    for name, prov in (("fresh.json", stamp), ("stale.json", _older(stamp))):
+        (bench_out / name).write_text(json.dumps({"provenance": prov, "value": 3.0}))
     monkeypatch.setitem(tables.FIGURES, "stale-value", lambda: f"{sources._load('stale.json')['value']:.0f}")
-    for cache in (sources._changed, sources._stale_inputs):
-        cache.cache_clear()
 
     def rendered(spec: str) -> str:
         return next(tables.FIG.finditer(tables.render(f"<!-- fig: {spec} -->?<!-- /fig -->")[0])).group("body")
 
-    try:
-        assert rendered("fresh.json | /value | .0f") == "3"
-        assert rendered("stale.json | /value | .0f") == "3" + tables.OLDER_CODE
-        assert rendered("fresh.json | /value | .1f | over stale.json:/value") == "1.0" + tables.OLDER_CODE
-        assert rendered("stale-value") == "3" + tables.OLDER_CODE
-        assert not sources.on_older_code({"stale.json@0123abc"})  # an earlier run, quoted as such
-    finally:
-        for cache in (sources._changed, sources._stale_inputs):
-            cache.cache_clear()
+    assert rendered("fresh.json | /value | .0f") == "3"
+    assert rendered("stale.json | /value | .0f") == "3" + tables.OLDER_CODE
+    assert rendered("fresh.json | /value | .1f | over stale.json:/value") == "1.0" + tables.OLDER_CODE
+    assert rendered("stale-value") == "3" + tables.OLDER_CODE
+    assert not sources.on_older_code({"stale.json@0123abc"})  # an earlier run, quoted as such
 
 
 def test_a_table_says_when_the_figures_it_was_built_on_no_longer_describe_todays_code(
-        tables, provenance_module, tmp_path, monkeypatch):
+        tables, provenance_module, bench_out):
     """A simulated figure takes its codec rates from other bench JSON: it is as stale as they are."""
     sources = importlib.import_module("_sources")
     fresh = provenance_module.provenance(*MODULES)
-    older = {**fresh, "code_digest": "0" * 64,
-             "module_digests": {**fresh["module_digests"], "sakura.evaluation.regime": "2" * 64}}
-    monkeypatch.setattr(sources, "OUT", tmp_path)
+    older = _older(fresh)
 
     def source(name: str, files: dict[str, dict]) -> str:
-        for old in tmp_path.iterdir():
+        for old in bench_out.iterdir():
             old.unlink()
         for file, data in files.items():
-            (tmp_path / file).write_text(json.dumps(data))
+            (bench_out / file).write_text(json.dumps(data))
         for cache in (sources._changed, sources._stale_inputs):
             cache.cache_clear()
         return tables._source(name)
@@ -167,17 +168,13 @@ def test_a_table_says_when_the_figures_it_was_built_on_no_longer_describe_todays
             "source": name, "codec_digest": input_digest, "context": "uncoded"}}}
 
     today = fresh["code_digest"]
-    try:
-        assert "older inputs" not in source("figure.json", {
-            "figure.json": built_on(today), "codec.json": {"provenance": fresh}})
-        assert "`bench/out/codec.json` (rerun since at other code)" in source("figure.json", {
-            "figure.json": built_on("8" * 64), "codec.json": {"provenance": fresh}})
-        assert "`bench/out/codec.json` (measured on older code)" in source("figure.json", {
-            "figure.json": built_on(older["code_digest"]), "codec.json": {"provenance": older}})
-        assert "`bench/out/figure.json` (measured on older code)" in source("map.json", {  # through a figure
-            "map.json": built_on(today, "figure.json"), "figure.json": built_on(older["code_digest"]),
-            "codec.json": {"provenance": older}})
-        assert "`bench/out/codec.json` (no longer kept)" in source("figure.json", {"figure.json": built_on(today)})
-    finally:
-        for cache in (sources._changed, sources._stale_inputs):
-            cache.cache_clear()
+    assert "older inputs" not in source("figure.json", {
+        "figure.json": built_on(today), "codec.json": {"provenance": fresh}})
+    assert "`bench/out/codec.json` (rerun since at other code)" in source("figure.json", {
+        "figure.json": built_on("8" * 64), "codec.json": {"provenance": fresh}})
+    assert "`bench/out/codec.json` (measured on older code)" in source("figure.json", {
+        "figure.json": built_on(older["code_digest"]), "codec.json": {"provenance": older}})
+    assert "`bench/out/figure.json` (measured on older code)" in source("map.json", {  # through a figure
+        "map.json": built_on(today, "figure.json"), "figure.json": built_on(older["code_digest"]),
+        "codec.json": {"provenance": older}})
+    assert "`bench/out/codec.json` (no longer kept)" in source("figure.json", {"figure.json": built_on(today)})
