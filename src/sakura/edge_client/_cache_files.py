@@ -176,8 +176,8 @@ def unpack_arrays(data: bytes) -> dict[str, np.ndarray] | None:
                         or info.flag_bits & 1 or info.file_size > len(data)):  # bit 0: encrypted
                     return None
                 arrays[name] = _npy(archive.read(info))
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile):
-        return None
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError):
+        return None  # NotImplementedError: zipfile's word for a version or method it does not read
     return arrays
 
 

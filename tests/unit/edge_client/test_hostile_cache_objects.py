@@ -139,6 +139,15 @@ def _encrypted(data: bytes) -> bytes:
     return bytes(out)
 
 
+def _needs_version(data: bytes, version: int) -> bytes:
+    """``data`` with every central-directory entry declaring it needs zip ``version`` to extract
+    (zipfile refuses above 6.3 with NotImplementedError, not BadZipFile)."""
+    out = bytearray(data)
+    for match in re.finditer(re.escape(b"PK\x01\x02"), data):
+        out[match.start() + 6:match.start() + 8] = struct.pack("<H", version)
+    return bytes(out)
+
+
 @pytest.fixture(scope="module")
 def bomb() -> bytes:
     """A deflated member of 256 MiB of zeros declaring exactly that: about 256 kB on disk."""
@@ -159,6 +168,7 @@ FORGED = {
     "npy-version-3": lambda: _npz({"a.npy": _npy((1,), body=bytes(4)).replace(b"NUMPY\x01", b"NUMPY\x03", 1)}),
     "same-name-twice": lambda: _npz({"a.npy": _npy((1,), body=bytes(4))}, twice=True),
     "encrypted": lambda: _encrypted(_npz({"a.npy": _npy((1,), body=bytes(4))})),
+    "zip-version-6.4": lambda: _needs_version(_npz({"a.npy": _npy((1,), body=bytes(4))}), 64),
     "not-a-zip": lambda: b"PK\x03\x04" + bytes(100),
     "cut-short": lambda: _npz({"a.npy": _npy((64,), body=bytes(256))})[:200],
     "empty": lambda: b"",
