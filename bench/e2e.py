@@ -48,13 +48,15 @@ from _provenance import kept_parts, provenance, run_stamp  # noqa: E402
 from _simulation import SIMULATED, add_rates_options, analytic_rates, levels  # noqa: E402
 
 SLO_FACTORS = (0.5, 1.0, 2.0, 4.0)
+DEFAULT_WORKLOADS = ("reference",)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = bench_parser(__doc__)
     p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
     p.add_argument("--plots", type=Path)
-    p.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="repeatable (default: reference)")
+    p.add_argument("--workload", action="append", choices=sorted(WORKLOADS),
+                   help=f"repeatable (default: {', '.join(DEFAULT_WORKLOADS)})")
     p.add_argument("--system", action="append", choices=SYSTEMS,
                    help="repeatable (default: all); e.g. leave out the oracle, most of a per-step model's run time")
     p.add_argument("--library", help="store URI of a library with the example templates (default: build one)")
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                                                    ratios=ratios, levels=levels(args))
             return measured[model]
 
-        for name in args.workload or ["reference"]:
+        for name in args.workload or DEFAULT_WORKLOADS:
             reports[name] = evaluate(name, measure, families, rtt, args)
             reports[name]["provenance"] = run_stamp(*SIMULATED)
             _print_table(name, reports[name])

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 from sakura.jobs.builder import BuildJob, BuildSettings, TemplateBuilder, content_hash
 from sakura.platform.codec import default_levels
@@ -97,3 +101,15 @@ def promql_metric_names(expr: str) -> set[str]:
     expr = re.sub(r"\blabel_values\s*\(\s*([a-zA-Z_:][\w:]*)[^)]*\)", r" \1 ", expr)
     names = re.findall(r"(?<![\w.$:])([a-zA-Z_:][\w:]*)(?![\w:])(?!\s*\()", expr)
     return {n for n in names if n not in _PROMQL_WORDS}
+
+
+def bench_module(name: str) -> Iterator[ModuleType]:
+    """A module of ``bench/`` (imported as the benches import each other), forgotten afterwards: a
+    fixture's body (``yield from bench_module(name)``)."""
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    sys.path.insert(0, bench)
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(bench)
+        sys.modules.pop(name, None)

@@ -1,14 +1,16 @@
 """Shared by the unit tests of the phone library and of ``sakura edit``: a reference-model template
-library served by the real shard API (uvicorn, no Ray)."""
+library served by the real shard API (uvicorn, no Ray); and by the tests of the benches' docs
+tooling: ``bench/tables.py`` and ``bench/_provenance.py`` imported, ``bench/out`` moved aside."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 
 import pytest
 
 from tests.edge_servers import ApiServer
-from tests.helpers import make_builder, publish
+from tests.helpers import bench_module, make_builder, publish
 
 TEMPLATES = {"portrait": "skimage:astronaut", "scenery": "skimage:chelsea"}
 
@@ -37,3 +39,27 @@ def reference_model():
     from sakura.platform.models import load_model
 
     return load_model("reference")
+
+
+@pytest.fixture(scope="module")
+def tables():
+    yield from bench_module("tables")
+
+
+@pytest.fixture
+def provenance_module():
+    yield from bench_module("_provenance")
+
+
+@pytest.fixture
+def bench_out(tables, tmp_path, monkeypatch):
+    """``bench/out`` moved to ``tmp_path`` for ``_load``, with the staleness caches emptied on both
+    sides of the test."""
+    sources = importlib.import_module("_sources")
+    monkeypatch.setattr(sources, "OUT", tmp_path)
+    caches = (sources._changed, sources._stale_inputs)
+    for cache in caches:
+        cache.cache_clear()
+    yield tmp_path
+    for cache in caches:
+        cache.cache_clear()

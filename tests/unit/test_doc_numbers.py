@@ -294,13 +294,6 @@ def test_a_typed_table_of_results_is_not_sourced_by_naming_its_json():
     assert unsourced(constants) == []
 
 
-@pytest.fixture(scope="module")
-def tables():
-    from tests.unit.test_doc_tables import _bench_module
-
-    yield from _bench_module("tables")
-
-
 @pytest.mark.parametrize("doc", [d for d in DOCS if "<!-- fig: " in d.read_text()], ids=_rel)
 def test_every_generated_figure_matches_its_json(tables, doc):
     _, changed = tables.render(doc.read_text())

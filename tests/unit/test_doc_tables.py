@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,21 +18,6 @@ def _docs_with_tables() -> list[str]:
     """Every doc that carries a generated table, relative to the checkout."""
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     return [doc.relative_to(ROOT).as_posix() for doc in docs if "<!-- table: " in doc.read_text()]
-
-
-def _bench_module(name: str):
-    """A module of ``bench/`` (imported as the benches import each other), forgotten afterwards."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        yield importlib.import_module(name)
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-        sys.modules.pop(name, None)
-
-
-@pytest.fixture(scope="module")
-def tables():
-    yield from _bench_module("tables")
 
 
 @pytest.mark.parametrize("doc", _docs_with_tables())
@@ -74,11 +58,6 @@ def test_the_ranges_where_sakura_is_ahead_follow_every_crossing(tables, ratios, 
     assert tables._winning_ranges(entry, "k") == expected
 
 
-@pytest.fixture
-def provenance_module():
-    yield from _bench_module("_provenance")
-
-
 MODULES = ["sakura.evaluation.regime", "sakura.platform.retry"]
 
 
@@ -98,20 +77,6 @@ def test_comments_and_docstrings_are_not_code_but_a_changed_line_is(provenance_m
     base = 'def f(x):\n    """Twice x."""\n    return 2 * x  # doubled\n'
     assert code(base) == code('def f(x):\n    """Two times x, reworded."""\n\n    return 2*x\n')
     assert code(base) != code('def f(x):\n    """Twice x."""\n    return 3 * x\n')
-
-
-@pytest.fixture
-def bench_out(tables, tmp_path, monkeypatch):
-    """``bench/out`` moved to ``tmp_path`` for ``_load``, with the staleness caches emptied on both
-    sides of the test."""
-    sources = importlib.import_module("_sources")
-    monkeypatch.setattr(sources, "OUT", tmp_path)
-    caches = (sources._changed, sources._stale_inputs)
-    for cache in caches:
-        cache.cache_clear()
-    yield tmp_path
-    for cache in caches:
-        cache.cache_clear()
 
 
 def _older(stamp: dict) -> dict:
