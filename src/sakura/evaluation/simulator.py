@@ -332,6 +332,8 @@ class _Run:
         with the stages, so the model has taken them)."""
         edit = self.stages.edit
         self._commit_below(index)
+        if self.sim.g.kv_cached:  # in one pass the model computes those left to it on its way
+            self.sim._reach(self, sum(1 for s in self.left if s.index < index))
         assert len(edit.shards) >= index, "the shards below it are handed over in order"
         needed = edit.shards[index].needed_at if index < len(edit.shards) else self.sim.model.needed(edit, index)
         self.t = max(self.t, needed or self.t)

@@ -406,3 +406,25 @@ def test_the_last_passes_are_re_judged_as_the_model_runs_them():
         asked = d.log[d.log.index(("model at", block)) + 1]
         assert asked == ("take_back?", block + 1, 7)
     assert d.log.index(("model at", 7)) < d.log.index(("finish_left",))
+
+
+def test_a_prefix_left_to_the_phone_in_one_pass_is_re_judged_after_each_block_while_the_link_idles():
+    """One pass of six; the policy leaves 0-3 to the phone and, asked when the last shard above
+    them is on its way, keeps them there (a surprise: the link's estimate had just collapsed).
+    As the model computes, after every block it takes with nothing downloading, the loop asks
+    again, and takes back as many blocks from the top as the policy then says (once, klein 4B
+    computed 23 blocks with the link idle for 38 s where the surprise faded within seconds)."""
+    d = Script(computes={0, 1, 2, 3}, take_backs=[None, None, "full", "medium", None])
+    d.done.update({4, 5})
+    fl = loop(6)
+    fl.run(d)
+    assert [(e[1], e[2]) for e in d.of("request") if e[3]] == [(3, "full"), (2, "medium")]
+    assert d.of("take_back?")[:3] == [("take_back?", 0, 3), ("take_back?", 1, 3), ("take_back?", 2, 3)]
+    assert d.log.index(("model at", 1)) < d.log.index(("request", 3, "full", True))
+    assert fl.decided == [COMPUTE, COMPUTE, FETCH, FETCH, FETCH, FETCH]
+
+
+def test_in_one_pass_nothing_is_asked_again_while_a_download_is_on_its_way():
+    d = Script(computes={0, 1, 2, 3}, take_backs=[None] * 8)  # 4 and 5 never complete
+    loop(6).run(d)
+    assert d.of("take_back?") == [("take_back?", 0, 3)]
