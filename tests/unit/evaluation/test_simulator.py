@@ -165,3 +165,26 @@ def test_a_fresh_phone_whose_blocks_beat_a_round_trip_computes_the_top_it_asked_
     fresh, alone = sim.run("sakura"), sim.run("on-device")
     assert computed(fresh) == list(range(len(fresh.shards))) and fresh.stall_s < 1e-9  # virtual time
     assert fresh.latency_s == pytest.approx(alone.latency_s, rel=0.01)
+
+
+@pytest.mark.parametrize(("rates", "at_least"), [
+    ((20.0, 20.0, 0.0), 2.5e6),  # the silence runs to the start: that transfer is still on its way
+    ((20.0, 0.0, 20.0), 1.25e6 / 2),  # the transfer that spans the silence, observed when it ends
+    ((0.0, 0.0, 0.0), None),  # nothing completed: nothing known
+])
+def test_a_warm_phone_knows_the_transfers_of_its_last_seconds_and_a_silence_is_none(pinned_geometry, rates,
+                                                                                    at_least):
+    """The warm phone used the link for the three seconds before the edit: a transfer a second
+    (here 20 Mbit/s: 2.5 MB). A second without a byte completes no transfer; observed as one byte
+    in a second, a silence just before the start set the estimator's error in the hundreds of
+    thousands, and the phone computed every block for 37 s where fetching took 0.6 of the time."""
+    from sakura.evaluation.sim_link import SimulatedLink
+
+    trace = BandwidthTrace("outage", "test", np.array([0.0, 7.0, 8.0, 9.0, 10.0]), np.array([20.0, *rates, 20.0]),
+                           600.0)
+    estimate = SimulatedLink(pinned_geometry, trace, 10.0, rtt_s=0.03, cold=False,
+                             warm_template=False).primed_estimator().estimate(0.0)
+    if at_least is None:
+        assert estimate is None
+    else:
+        assert estimate is not None and estimate.bytes_per_s >= at_least * (1 - 1e-9)
