@@ -21,14 +21,19 @@ def provenance(*modules: str) -> dict:
     """Provenance of a run measuring ``modules`` (dotted names; a package counts with every module in it)."""
     return {
         "commit": _git("rev-parse", "HEAD"),
-        # other benches' outputs being rewritten beside this run do not make its code dirty
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/out")),
+        "dirty": dirty(),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python", *(_relative(a) for a in sys.argv)]),
         "modules": list(modules),
         "code_digest": code_digest(modules),
         "module_digests": module_digests(modules),
     }
+
+
+def dirty() -> bool:
+    """Whether the tree has uncommitted changes to tracked files: code a run's commit does not hold
+    (other benches' outputs being rewritten beside it, ``bench/out``, do not count)."""
+    return bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/out"))
 
 
 #: What a part of a bench JSON (one map, one workload) records of the run that wrote it.

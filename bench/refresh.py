@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 import _sources
-from _provenance import changed_since, run_stamps
+from _provenance import changed_since, dirty, run_stamps
 from _sources import ROOT, _inputs, _load, _stale_inputs, legacy_commands
 
 __all__ = ["Rerun", "default_workloads", "plan", "run", "times_this_machine"]
@@ -225,12 +225,6 @@ def _startable(reruns: Sequence[Rerun], pending: list[int], running: dict[int, P
     return chosen
 
 
-def _dirty() -> bool:
-    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/out"],
-                         cwd=ROOT, capture_output=True, text=True).stdout
-    return bool(out.strip())
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", action="store_true", help="run the reruns, then bench/tables.py")
@@ -244,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         print("every bench JSON describes today's code")
     if not args.run or not reruns:
         return 0
-    if _dirty():
+    if dirty():
         print("refusing: the tree has uncommitted code; commit it first (a figure records its commit)")
         return 2
     logs = args.logs or Path(tempfile.mkdtemp(prefix="sakura-refresh-"))

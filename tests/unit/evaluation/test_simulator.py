@@ -187,4 +187,5 @@ def test_a_warm_phone_knows_the_transfers_of_its_last_seconds_and_a_silence_is_n
     if at_least is None:
         assert estimate is None
     else:
+        # a rate of the simulated link (bytes of the trace per second of its own time): no clock is read
         assert estimate is not None and estimate.bytes_per_s >= at_least * (1 - 1e-9)
