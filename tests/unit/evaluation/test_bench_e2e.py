@@ -6,6 +6,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -88,3 +89,32 @@ def test_e2e_per_workload_layout_and_the_new_baselines(tmp_path, e2e):
     assert report["setup"]["device_profile"] == "flagship-npu" and report["setup"]["codec_rates_from"] == "reference"
     assert report["setup"]["codec_rates_source"]["bracket"] == "optimistic"
     assert set(report["cachegen_slo"][family]) == {"0.5", "1.0", "2.0", "4.0"}
+    row = report["per_run"][family]
+    assert row["runs"] == 2 and set(row) == {"runs", "over_best", "over_ondevice"}
+    assert row["over_best"]["worst_run"]["trace"] == name and row["over_best"]["worst"] >= row["over_best"]["median"]
+
+
+def test_per_run_holds_each_hybrid_edit_to_the_better_of_its_alternatives(e2e):
+    """Run by run, not by medians: the worst run and how many end more than 5% behind, against the
+    better of fetching every block and the phone alone (a fetch-only edit not simulated, hopeless,
+    counts as its lower bound), and against the phone alone."""
+    def run(family, trace, start, sakura, prepared, fetch_only=None, bound=5.0):
+        edits = {"sakura": sakura, "on-device-prepared": prepared}
+        if fetch_only is not None:
+            edits["sakura-fetch-only"] = fetch_only
+        return SimpleNamespace(family=family, trace=SimpleNamespace(name=trace), start=start, bound=bound,
+                               edits={s: SimpleNamespace(latency_s=v) for s, v in edits.items()})
+
+    runs = [run("lumos-5g", "a", 10.0, 10.0, 11.0, fetch_only=12.0),  # ahead of both: 10 / 11
+            run("lumos-5g", "b", 20.0, 13.0, 20.0, fetch_only=10.0),  # behind fetching: 1.3
+            run("norway-hsdpa", "c", 30.04, 9.0, 8.5)]  # fetch-only hopeless: its bound, 5 s
+    out = e2e.per_run(runs)
+    assert list(out) == ["lumos-5g", "norway-hsdpa", "cellular", "overall"]
+    overall = out["overall"]
+    assert overall["runs"] == 3
+    assert overall["over_best"]["worst"] == pytest.approx(9.0 / 5.0)
+    assert overall["over_best"]["worst_run"] == {"family": "norway-hsdpa", "trace": "c", "start_s": 30.0}
+    assert overall["over_best"]["behind"] == 2 and overall["over_best"]["median"] == pytest.approx(1.3)
+    assert overall["over_ondevice"]["worst"] == pytest.approx(9.0 / 8.5) and overall["over_ondevice"]["behind"] == 1
+    assert out["lumos-5g"]["over_best"]["median"] == pytest.approx((10.0 / 11.0 + 1.3) / 2)
+    assert out["lumos-5g"]["over_best"]["worst_run"]["trace"] == "b"
