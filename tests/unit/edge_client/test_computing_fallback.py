@@ -65,8 +65,14 @@ def test_a_computing_phone_finishes_alone_when_every_download_fails(hostile, ref
     shards = outcome.timeline.shards
     assert device.failure.is_set() and any(s.failed for s in shards), [s.failed for s in shards]
     assert all(s.computed for s in shards if s.failed), outcome.levels
+    # Requests stop at the failure: some shards are never asked for, and the phone computes them,
+    # whether the fetch stage reached them first (it marks them "not requested") or the model did
+    # (a race of this machine's threads: the phone computes the reference model's blocks in
+    # milliseconds, and a run that required the mark failed two times in three)
+    never = [s.index for s in shards if not any(f"/shards/{s.index}/" in p for p in requested)]
+    assert never and all(shards[i].computed for i in never), (never, requested, outcome.levels)
     unasked = [s.index for s in shards if s.failed.startswith("not requested")]
-    assert unasked and not [p for p in requested for i in unasked if f"/shards/{i}/" in p], (unasked, requested)
+    assert set(unasked) <= set(never), (unasked, requested)
     if outcome.computed == list(range(6)):  # no shard arrived intact: the phone alone's image
         alone, _ = attack(hostile, "genuine", reference_model, tmp_path / "alone", policy="on-device")
         np.testing.assert_allclose(outcome.image, alone.image, atol=1e-6)
