@@ -34,7 +34,7 @@ import numpy as np
 
 from sakura.emulation.traces import load_traces
 from sakura.evaluation import PROFILES, SYSTEMS, TOKEN_RATIOS, EditSimulator, device_profile
-from sakura.evaluation.runs import Run, groups, simulate_runs, summarize
+from sakura.evaluation.runs import Run, groups, latencies, simulate_runs, summarize
 from sakura.evaluation.workloads import (
     WORKLOADS,
     Analytic,
@@ -151,22 +151,23 @@ def per_run(runs: list[Run]) -> dict[str, dict]:
     :data:`ALTERNATIVES` (``over_best``) and over the phone alone (``over_ondevice``), each as its
     median, its worst with the run it came from, and how many runs end behind by more than
     :data:`WITHIN`. The medians in ``families`` can hold while single runs do not; this says how
-    often and how far. A fetch-only edit not simulated (hopeless) counts as its lower bound."""
-    rows = [(r, r.edits["sakura"].latency_s, {s: r.edits[s].latency_s if s in r.edits else r.bound
-                                              for s in ALTERNATIVES}) for r in runs if "sakura" in r.edits]
+    often and how far. A fetch-only edit not simulated (hopeless) counts as its lower bound
+    (:func:`~sakura.evaluation.runs.latencies`)."""
     out: dict[str, dict] = {}
-    for group, members in groups(list(dict.fromkeys(r.family for r, _, _ in rows))).items():
-        mine = [row for row in rows if row[0].family in members]
-        best = [(s / min(alt.values()), r) for r, s, alt in mine]
-        alone = [(s / alt["on-device-prepared"], r) for r, s, alt in mine]
-        out[group] = {"runs": len(mine), "over_best": _ratios(best), "over_ondevice": _ratios(alone)}
+    for group, members in groups(list(dict.fromkeys(r.family for r in runs))).items():
+        mine = [r for r in runs if r.family in members]
+        sakura, fetching, alone = (latencies(mine, members, system) for system in ("sakura", *ALTERNATIVES))
+        best = [s / min(f, a) for s, f, a in zip(sakura, fetching, alone, strict=True)]
+        out[group] = {"runs": len(mine), "over_best": _ratios(best, mine),
+                      "over_ondevice": _ratios([s / a for s, a in zip(sakura, alone, strict=True)], mine)}
     return out
 
 
-def _ratios(ratios: list[tuple[float, Run]]) -> dict:
-    worst, run = max(ratios, key=lambda pair: pair[0])
-    return {"median": float(np.median([v for v, _ in ratios])), "worst": float(worst),
-            "behind": sum(1 for v, _ in ratios if v > WITHIN),
+def _ratios(ratios: list[float], runs: list[Run]) -> dict:
+    worst = max(range(len(ratios)), key=ratios.__getitem__)
+    run = runs[worst]
+    return {"median": float(np.median(ratios)), "worst": float(ratios[worst]),
+            "behind": sum(1 for v in ratios if v > WITHIN),
             "worst_run": {"family": run.family, "trace": run.trace.name, "start_s": round(run.start, 1)}}
 
 
