@@ -2,8 +2,8 @@
 
 The model's replay loop reads shard ``i`` when the layer that needs it starts; it blocks until
 the decoder has offered it (a *stall*), or computes it on the phone instead when the shard was
-left to the phone or its download would end later than computing it
-(:mod:`sakura.edge_client.late_download`).
+left to the phone or its download would end later than computing it; while it waits, the phone
+runs the template pass it began on towards it (:mod:`sakura.edge_client.late_download`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sakura.edge_client._progress import ProgressTeller
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client.device import Device
 from sakura.edge_client.errors import EditCancelled
-from sakura.edge_client.late_download import LATE_CHECK_S, Due, computes_instead
+from sakura.edge_client.late_download import LATE_CHECK_S, Due, climbs, computes_instead
 from sakura.edge_client.planning import COMPUTE
 from sakura.edge_client.timeline import Stall, Timeline
 from sakura.platform.kv import KVPair, KVShard, ShardKey
@@ -106,6 +106,9 @@ class StreamingKV:
         with self.cond:  # from here the fetch stage no longer takes this shard back from the phone
             p.timeline.shards[index].needed_at = asked
         while True:  # re-judged while waiting: the download may slow down
+            if self._climbs(index, asked):
+                p.template.climb()  # type: ignore[union-attr]
+                continue
             if self._computes(index, asked):
                 waited = p.clock()
                 if waited - asked > 1e-4:  # it waited for the download before giving up on it
@@ -128,6 +131,21 @@ class StreamingKV:
         p.timeline.shards[index].consumed_at = got
         self._last = (index, got)
         return pair
+
+    def _climbs(self, index: int, asked: float) -> bool:
+        """Run the template pass one block on while the model waits for shard ``index`` (asked
+        for at ``asked``): the pass begun is below it and the block ends before the download is
+        predicted decoded (:func:`~sakura.edge_client.late_download.climbs`)."""
+        p = self.pipeline
+        if p.template is None or not p.template.below(index):
+            return False
+        with self.cond:
+            if index in self._ready:
+                return False
+        known = p.template.block_costs(p.compute_model.template_s(p.model, len(self._keys)))
+        if not known:
+            return False
+        return climbs(p.fetch_due(index, asked), p.clock(), block_s=known[p.template.frontier])
 
     def _computes(self, index: int, asked: float) -> bool:
         """Compute shard ``index`` (asked for at ``asked``) here: left to the phone, or its fetch ends

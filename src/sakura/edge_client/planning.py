@@ -110,6 +110,9 @@ class PlanContext:
     #: When the model is predicted to take each of the ``lag`` shards before ``index``, the
     #: nearest last (what the bounded queues make the plan's first requests wait for).
     taken_before: tuple[float, ...] = ()
+    #: Shards of ``index``'s pass below it left to the phone that the model has not reached: the
+    #: link could still take them back (:func:`take_back`).
+    phone_before: int = 0
 
     @cached_property
     def lag(self) -> int:
@@ -385,6 +388,8 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
     left_to_phone = set(computed)
     phone_s = {j: template_compute[j] for j in left_to_phone if j < len(template_compute)}
     ready += sum(phone_s.get(j, 0.0) for j in range(first, index))
+    pass_first = index - index % pass_shards if pass_shards else 0
+    phone_before = sum(1 for j in left_to_phone if max(first, pass_first) <= j < index)
     on_the_way = {j for j in ahead if j > index}
     if on_the_way:
         shards = [ShardOption(dict.fromkeys(s.sizes, 0), s.weight) if j in on_the_way else s
@@ -394,7 +399,7 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
         rtt_s=rtt_s, compute=tuple(compute), decode_s=decode_s, ready_at=ready,
         decode_free_at=now if decode_free_at is None else decode_free_at, link_free_at=link_free_at,
         template_compute=tuple(template_compute), can_compute=can_compute, pass_shards=pass_shards,
-        hashes_bytes=hashes_bytes, window=window,
+        hashes_bytes=hashes_bytes, window=window, phone_before=phone_before,
         taken_before=_taken_before(ready, index, _binding_lag(window, len(shards)), compute, phone_s))
 
 

@@ -86,6 +86,12 @@ class _Adaptive:
             raise PolicyError(f"policy {self.name}: the template has levels {list(ctx.levels)}, not {self.min_level!r}")
         return replace(ctx, levels=ctx.levels[ctx.levels.index(self.min_level):])
 
+    def cheapest(self, ctx: PlanContext) -> str:
+        """The level of shard ``ctx.index`` with the fewest bytes to fetch (within the floor; the
+        better one on ties, such as two cached)."""
+        ctx = self._floored(ctx)
+        return min(reversed(ctx.levels), key=ctx.size)
+
     def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:
         ctx = self._floored(ctx)
         rank = ctx.levels.index(level)
@@ -148,8 +154,12 @@ class HybridPolicy:
     """Compute or fetch each block: the phone computes the first shards of each pass of the
     reference tokens itself while the rest is fetched, at the split the timing model says ends
     soonest (:func:`~sakura.edge_client.planning.best_split`, at the inner policy's bandwidth);
-    the fetched shards' levels are the inner policy's (robust MPC by default). Where the phone
-    cannot compute (no template source, or a model that cannot), it is the inner policy."""
+    the fetched shards' levels are the inner policy's (robust MPC by default), but for a shard above
+    blocks left to the phone that the link could still take back (``PlanContext.phone_before``):
+    that one is fetched at the inner policy's level with the fewest bytes, because every byte more
+    is link time the take-back could have spared the phone a block with (the earliest finish
+    first, quality second). Where the phone cannot compute (no template source, or a model that
+    cannot), it is the inner policy."""
 
     def __init__(self, inner: LevelPolicy | None = None, stall_penalty: float = DEFAULT_STALL_PENALTY,
                  min_level: str | None = None) -> None:
@@ -168,6 +178,9 @@ class HybridPolicy:
                 return COMPUTE
             if best_split(ctx, self._transfer(ctx), self.stall_penalty) > 0:
                 return COMPUTE
+        cheapest = getattr(self.inner, "cheapest", None)
+        if ctx.phone_before and cheapest is not None:
+            return cheapest(ctx)
         return self.inner.choose(ctx)
 
     def take_back(self, ctx: PlanContext, top: int) -> str | None:

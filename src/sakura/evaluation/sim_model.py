@@ -47,6 +47,15 @@ class SimulatedModel:
             known[self.frontier] += self.prepare[1]
         return tuple(known)
 
+    def climb(self, at: float, index: int) -> float:
+        """The phone, waiting for shard ``index``'s download from ``at``, runs the template pass one
+        block on from its frontier (below ``index``: its KV fetched, only its output kept); returns
+        when that block is done."""
+        frontier = max(self.frontier, self.pass_start(index))
+        done = at + self.prepare[0] + self.g.shard_compute_s[frontier]
+        self.frontier, self.prepare = frontier + 1, (0.0, 0.0)
+        return done
+
     def needed(self, edit: Timeline, index: int) -> float:
         """When the model asks for shard ``index``: after its compute since the previous one (or the start)."""
         before = edit.shards[-1] if edit.shards else None

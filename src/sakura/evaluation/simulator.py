@@ -43,7 +43,15 @@ from __future__ import annotations
 from sakura.edge_client import LevelPolicy, PlanContext
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetch_loop import FetchLoop
-from sakura.edge_client.late_download import LATE_CHECK_S, Due, Waiting, computes_instead, fetch_due, soonest_due
+from sakura.edge_client.late_download import (
+    LATE_CHECK_S,
+    Due,
+    Waiting,
+    climbs,
+    computes_instead,
+    fetch_due,
+    soonest_due,
+)
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -241,43 +249,51 @@ class EditSimulator:
         (the reference latents)."""
         return self.g.image_bytes or max(0, self.g.prepared_bytes - self.g.context_bytes)
 
-    def _extend(self, edit: Timeline, shard: ShardTiming, needed: float) -> float | None:
+    def _extend(self, edit: Timeline, shard: ShardTiming, needed: float) -> tuple[float | None, float]:
         """The live compute stage's rule (:mod:`~sakura.edge_client.late_download`), re-judged every
         ``LATE_CHECK_S`` from when the model asks for ``shard`` until it is decoded: at the frontier
         (every earlier shard of the pass computed), compute it once its download would be decoded
-        later than computing it would end; the download is abandoned then. Returns when the phone
-        starts computing it, or None. The planned rate is the one expected when it was requested
+        later than computing it would end; the download is abandoned then. Where the pass it began
+        is below the shard, the phone runs it a block on while that block is predicted to end
+        before the download is decoded (:func:`~sakura.edge_client.late_download.climbs`). Returns
+        when the phone starts computing it (or None), and when it is done with the blocks it ran
+        on. The planned rate is the one expected when it was requested
         (the simulated estimator has seen the whole download by now). The abandoned download
         keeps its place on the link (the later requests were timed behind it), where the live
         fetcher stops it: conservative, and a later shard queued behind it, which delivers nothing
         while the model waits, is computed too."""
         i = shard.index
         if shard.arrived_at is None or shard.decoded_at is None:
-            return None
+            return None, needed
         rate = self.link.rates.get(i) or COLD_START_BYTES_PER_S  # requested with no estimate: the live guess
         known = self.model.template_s(edit.shards)
         frontier = max(self.model.frontier, self.model.pass_start(i))
         if not known and frontier != i:
-            return None
-        size, first, compute_s = self.g.sizes[shard.level][i], first_byte(shard), sum(known[frontier:i + 1])
+            return None, needed
+        size, first = self.g.sizes[shard.level][i], first_byte(shard)
 
         def received_by(at: float) -> int:
             return int(min(size, self.delivered(first, at))) if at > first else 0
 
         at, waiting = needed, Waiting(needed, received_by(needed))
+        busy = needed  # the phone runs template blocks until then
         while at < shard.decoded_at:
             received = received_by(at)
             decode_s = self.link.mean_decode[shard.level]
             due = Due(fetch_due(at, requested_at=shard.requested_at, rtt_s=self.rtt, planned_rate=rate,
                                 received=received, left=size - received, decode_s=decode_s, waiting=waiting),
                       soonest_due(at, requested_at=shard.requested_at, rtt_s=self.rtt, decode_s=decode_s))
-            if computes_instead(due, at, waited=at - needed, compute_s=compute_s):
+            if self.model.pass_start(i) < frontier < i and climbs(due, at, block_s=known[frontier]):
+                at = busy = self.model.climb(at, i)
+                known, frontier = self.model.template_s(edit.shards), frontier + 1
+                continue
+            if computes_instead(due, at, waited=at - needed, compute_s=sum(known[frontier:i + 1])):
                 shard.abandoned.append(shard.level)
                 shard.bytes = shard.bytes - size + received
                 shard.level, shard.source = COMPUTE, "computed"
-                return at
+                return at, at
             at += LATE_CHECK_S
-        return None
+        return None, busy
 
     def _run_context(self, i: int, run: _Run, can_compute: bool = False) -> PlanContext:
         edit = run.stages.edit

@@ -10,8 +10,9 @@ from sakura.evaluation.sim_link import arrived
 from sakura.evaluation.sim_model import SimulatedModel, consumed
 
 #: The compute stage's extend rule: (the edit, a fetched shard, when the model asks for it) ->
-#: when the phone starts computing it instead, or None to wait for its download.
-Extend = Callable[[Timeline, ShardTiming, float], float | None]
+#: (when the phone starts computing it instead, or None to wait for its download; when the phone
+#: is done with the template blocks it ran on while it waited).
+Extend = Callable[[Timeline, ShardTiming, float], tuple[float | None, float]]
 
 
 class PipelineStages:
@@ -63,7 +64,8 @@ class PipelineStages:
             shard, available = self._waiting.pop(len(self.edit.shards))
             computes_from = None
             if not shard.computed and self.extend is not None:
-                computes_from = self.extend(self.edit, shard, self.next_needed)
+                computes_from, busy = self.extend(self.edit, shard, self.next_needed)
+                available = max(available, busy)
                 if computes_from is not None:
                     shard.decode_started_at = shard.decoded_at = None
             self.model.consume(self.edit, shard, available, computes_from=computes_from)

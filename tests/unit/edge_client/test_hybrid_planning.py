@@ -255,3 +255,29 @@ def test_shards_requested_above_the_one_planned_cost_no_more_link_time():
     assert [plain.size("full", j) for j in range(n)] == [SIZES["full"]] * n  # a shard below is not ahead
     fetched = lambda c, lv: simulate(c, [lv] * (n - 1), constant_rate(rate)).ready  # noqa: E731
     assert fetched(ahead, "full") < fetched(plain, "full")  # a link-bound plan ends sooner
+
+
+def test_while_the_link_could_take_back_a_block_left_to_the_phone_it_fetches_the_fewest_bytes():
+    """Above a prefix left to the phone that the model has not reached, a shard is due only once the
+    phone has computed the prefix, which left robust MPC time to fetch it at a larger level; but
+    every byte spent on it is link time the take-back could have used to spare the phone a block
+    (klein 9B on a 5G drive fetched two shards at ``full``, 13 s of link, while the phone computed
+    eleven blocks it could have fetched). So the hybrid fetches it at the level with the fewest bytes
+    (a cached one if any, within the floor), and leaves quality to MPC once nothing is left to take
+    back."""
+    n, rate = N, 2e6
+    context = dict(levels=LEVELS, shards=tuple(ShardOption(dict(SIZES)) for _ in range(n)),
+                   utility=level_utility(SIZES), estimate=Estimate(rate, 0.0), rtt_s=0.01,
+                   compute=(LAYER_S,) * n, startup=0.0, decode_s={lv: 0.001 for lv in LEVELS}, compute_start=0.0,
+                   template_compute=(TEMPLATE_S,) * n, pass_shards=n)
+    above_prefix = plan_context(0.0, 3, computed=[0, 1, 2], last_consumed=None, **context)
+    reached = plan_context(0.0, 3, computed=[0, 1, 2], last_consumed=(2, 0.0), **context)
+    assert (above_prefix.phone_before, reached.phone_before) == (3, 0)
+    hybrid, mpc = make_policy("hybrid"), make_policy("mpc")
+    assert mpc.choose(above_prefix) != "compact"  # time enough for more: what the inner policy picks
+    assert hybrid.choose(above_prefix) == "compact"
+    assert hybrid.choose(reached) == mpc.choose(reached)  # nothing left to take back: quality is MPC's
+    cached = replace(above_prefix, shards=tuple(ShardOption({**SIZES, "medium": 0}) for _ in range(n)))
+    assert hybrid.choose(cached) == "medium"
+    floored = make_policy("hybrid", min_level="medium")
+    assert floored.choose(above_prefix) == "medium"

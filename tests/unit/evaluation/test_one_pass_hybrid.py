@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from importlib import resources
 
-from sakura.emulation.traces import load_trace
+import numpy as np
+
+from sakura.emulation.traces import BandwidthTrace, load_trace
 from sakura.evaluation.geometry import ManifestWire
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.simulator import EditSimulator
@@ -32,3 +34,21 @@ def test_a_prefix_planned_in_a_surprise_is_taken_back_as_the_model_runs():
     assert computed and any(s.taken_back for s in sakura.shards), sakura.levels
     assert len(computed) < g.shards // 2, sakura.levels
     assert sakura.compute_end < alone.compute_end
+
+
+def test_a_link_that_slows_after_the_model_took_the_fetched_blocks_leaves_the_phone_climbing():
+    """klein 4B with a 1024 px reference on the flagship GPU, the link at 25 Mbit/s, then 5 from 18 s
+    in: the phone computes the first ten blocks and the link brings the rest, and the model has
+    taken fetched blocks well past the phone's prefix when the link slows. Computing the next shard
+    then meant running every block from the prefix's top first, so the model waited for each slow
+    download (108 s, the phone alone 75 s). While it waits, the phone now runs its pass on through
+    the blocks the model took (``late_download.climbs``), computes the last shards itself, and ends
+    within a few blocks of the phone alone (80 s)."""
+    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
+    g = analytic_geometry(workload_spec("klein-4b-ref1024"), device_profile("flagship-gpu"), rates, LEVELS, CACHEGEN)
+    trace = BandwidthTrace("step", "test", np.array([0.0, 28.0]), np.array([25.0, 5.0]), 600.0)
+    sim = EditSimulator(g, trace, 10.0, rtt_s=0.055)
+    sakura, alone = sim.run("sakura"), sim.run("on-device-prepared")
+    sources = "".join("c" if s.computed else "f" for s in sakura.shards)
+    assert "fc" in sources, sources  # shards computed above fetched ones: the phone ran through them
+    assert sakura.compute_end < 1.1 * alone.compute_end, (sakura.compute_end, alone.compute_end)
