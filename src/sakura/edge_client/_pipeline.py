@@ -48,7 +48,7 @@ from sakura.edge_client.device import Device
 from sakura.edge_client.errors import ConfigError, EditCancelled
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetch_loop import FetchLoop
-from sakura.edge_client.late_download import Due, Waiting, fetch_due, soonest_due
+from sakura.edge_client.late_download import Due, Waiting, judge_download
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -241,11 +241,11 @@ class EditPipeline:
         received = self.fetcher.received(index)
         left = self.fetcher.remaining(index)  # of the download in progress, at the level it is at
         waiting = self._waits.setdefault(index, Waiting(waiting_since, received))
-        now, decode_s = self.clock(), ctx.decode_s.get(level, 0.0)
-        return Due(fetch_due(now, requested_at=timing.requested_at, rtt_s=ctx.rtt_s, planned_rate=planned_rate(ctx),
-                             received=received, left=max(0, ctx.size(level) - received) if left is None else left,
-                             decode_s=decode_s, waiting=waiting),
-                   soonest_due(now, requested_at=timing.requested_at, rtt_s=ctx.rtt_s, decode_s=decode_s))
+        later = sum(min(ctx.size(lvl, j) for lvl in ctx.levels) for j in range(index + 1, ctx.pass_end(index)))
+        return judge_download(self.clock(), requested_at=timing.requested_at, rtt_s=ctx.rtt_s,
+                              planned_rate=planned_rate(ctx), received=received,
+                              left=max(0, ctx.size(level) - received) if left is None else left, later=later,
+                              decode_s=ctx.decode_s.get(level, 0.0), waiting=waiting)
 
     # -- decode --------------------------------------------------------------------------
     def _decode_stage(self) -> None:

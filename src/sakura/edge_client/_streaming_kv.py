@@ -23,6 +23,8 @@ from sakura.edge_client.timeline import Stall, Timeline
 from sakura.platform.kv import KVPair, KVShard, ShardKey
 from sakura.platform.manifest import PhoneManifest
 
+_WAIT, _CLIMB, _COMPUTE = "wait", "climb", "compute"  # what the phone does while the model waits
+
 #: How often a blocked stage wakes to check for errors, cancels and stops (and the compute stage
 #: re-judges a late download).
 POLL_S = LATE_CHECK_S
@@ -106,10 +108,11 @@ class StreamingKV:
         with self.cond:  # from here the fetch stage no longer takes this shard back from the phone
             p.timeline.shards[index].needed_at = asked
         while True:  # re-judged while waiting: the download may slow down
-            if self._climbs(index, asked):
-                p.template.climb()  # type: ignore[union-attr]
+            judged = self._judge(index, asked)
+            if judged == _CLIMB:
+                p.template.climb(index)  # type: ignore[union-attr]
                 continue
-            if self._computes(index, asked):
+            if judged == _COMPUTE:
                 waited = p.clock()
                 if waited - asked > 1e-4:  # it waited for the download before giving up on it
                     p.timeline.stalls.append(Stall(index, asked, waited))
@@ -132,37 +135,30 @@ class StreamingKV:
         self._last = (index, got)
         return pair
 
-    def _climbs(self, index: int, asked: float) -> bool:
-        """Run the template pass one block on while the model waits for shard ``index`` (asked
-        for at ``asked``): the pass begun is below it and the block ends before the download is
-        predicted decoded (:func:`~sakura.edge_client.late_download.climbs`)."""
-        p = self.pipeline
-        if p.template is None or not p.template.below(index):
-            return False
-        with self.cond:
-            if index in self._ready:
-                return False
-        known = p.template.block_costs(p.compute_model.template_s(p.model, len(self._keys)))
-        if not known:
-            return False
-        return climbs(p.fetch_due(index, asked), p.clock(), block_s=known[p.template.frontier])
-
-    def _computes(self, index: int, asked: float) -> bool:
-        """Compute shard ``index`` (asked for at ``asked``) here: left to the phone, or its fetch ends
-        later than computing it would."""
+    def _judge(self, index: int, asked: float) -> str:
+        """What the phone does while the model waits for shard ``index`` (asked for at ``asked``):
+        compute it here (left to the phone, or its download would end later than computing it),
+        climb (run its pass one block on towards it,
+        :func:`~sakura.edge_client.late_download.climbs`), or wait."""
         p = self.pipeline
         if p.template is None or index < p.template.frontier:
-            return False
+            return _WAIT
         with self.cond:
             if index in self._ready:
-                return False
+                return _WAIT
         if p.planned_compute(index):
-            return True
-        known = p.compute_model.template_s(p.model, len(self._keys))
-        if not known and not p.template.reaches(index):
-            return False  # what computing costs is learnt at the frontier first
+            return _COMPUTE
+        template, known = p.template, p.compute_model.template_s(p.model, len(self._keys))
+        if not known and not template.reaches(index):
+            return _WAIT  # what computing costs is learnt at the frontier first
         due, now = p.fetch_due(index, asked), p.clock()
-        return computes_instead(due, now, waited=now - asked, compute_s=p.template.cost_s(index, known))
+        if not template.reaches(index) and climbs(
+                due, now, block_s=template.block_costs(known)[template.pass_frontier(index)],
+                begun=template.begun(index), waited=now - asked, pass_s=template.rest_s(index, known)):
+            return _CLIMB
+        if computes_instead(due, now, waited=now - asked, compute_s=template.cost_s(index, known)):
+            return _COMPUTE
+        return _WAIT
 
     def _compute(self, index: int) -> KVPair:
         p = self.pipeline

@@ -64,18 +64,23 @@ class TemplateComputer:
         """Whether shard ``index`` is the next block of its pass (every shard of the pass before it was computed)."""
         return index == self.pass_frontier(index)
 
-    def below(self, index: int) -> bool:
-        """Whether the pass of shard ``index`` has begun here and its frontier is below it (the
-        model took fetched shards past it): the pass may run on while the model waits (:meth:`climb`)."""
-        return self._pass == self._pass_start(index) and self.frontier < index
+    def begun(self, index: int) -> bool:
+        """Whether the pass of shard ``index`` has begun here (a block of it was computed)."""
+        return self._pass == self._pass_start(index)
 
-    def climb(self) -> None:
-        """Run the pass one block on from the frontier (a block whose KV was fetched: it is dropped)."""
-        self.compute(self.frontier)
+    def climb(self, index: int) -> None:
+        """Run shard ``index``'s pass one block on from its frontier, below ``index`` (a block whose
+        KV was fetched: it is dropped, its output carries the pass)."""
+        self.compute(self.pass_frontier(index))
 
     def cost_s(self, index: int, known: tuple[float, ...]) -> float:
         """Predicted seconds to compute shard ``index``: every block of its pass from the frontier up to it."""
         return sum(self.block_costs(known)[self.pass_frontier(index):index + 1])
+
+    def rest_s(self, index: int, known: tuple[float, ...]) -> float:
+        """Predicted seconds to run shard ``index``'s pass from its frontier to its end."""
+        first = self._pass_start(index)
+        return sum(self.block_costs(known)[self.pass_frontier(index):first + self._pass_shards])
 
     def compute(self, index: int) -> KVPair:
         """Shard ``index``'s KV, computed here (its pass runs on from the frontier to it)."""

@@ -36,9 +36,15 @@ right, it costs nothing, and each block it runs makes computing a shard instead 
 Without it, a link that slowed after the model had taken the fetched shards above the phone's
 prefix stranded the phone: klein 4B on a 4G walk waited 5-8 s for each of its last five shards
 where computing one from the frontier meant running nine blocks first (91 s, the phone alone 75 s).
-It never starts a pass: a pass not begun was fetched whole, computing from its start repays only
-if the link stays slow for most of the pass, and the first block carries the source's preparation
-(on a 5G walk a dip at the last shard had the phone start one, 5 s, where the download ended in 1.5).
+It starts a pass not begun (fetched whole so far) only where the rest of the pass, every later
+shard at its fewest bytes, is predicted to be fetched later than the whole pass computed from its
+start, and once the model has waited :data:`TRUST` times the pass's first block: that block, the
+source's preparation with it, is what starting commits to (a block cannot be given up halfway), so
+this is the rent-or-buy rule again. Without it, klein 4B on a flagship NPU fetched a whole pass, the
+link slowed to 150 ms a shard where a block costs 16 ms, and the phone idled through every wait
+(4.5 s, the phone alone 3.1 s). Judged on the shard waited for alone, a dip at a pass's last shard
+had a GPU phone start one, 5 s, where the download ended in 1.5; started at once rather than after
+the wait, a 1.3 s outage on a 5G drive cost 5.3 s.
 
 One rule, two users: the live compute stage (:mod:`sakura.edge_client._streaming_kv`) and the
 simulator (:mod:`sakura.evaluation.simulator`), which replays it on a bandwidth trace.
@@ -48,7 +54,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["LATE_CHECK_S", "TRUST", "Due", "Waiting", "climbs", "computes_instead", "fetch_due", "soonest_due"]
+__all__ = ["LATE_CHECK_S", "TRUST", "Due", "Waiting", "climbs", "computes_instead", "fetch_due", "judge_download",
+           "soonest_due"]
 
 #: How often a model waiting for a download re-judges it (the compute stage's poll; an estimate).
 LATE_CHECK_S = 0.05
@@ -65,10 +72,12 @@ TRUST = 0.5
 
 class Due(NamedTuple):
     """When a download would be decoded, judged now: ``expected`` (:func:`fetch_due`) and
-    ``soonest`` (:func:`soonest_due`, what no link could beat)."""
+    ``soonest`` (:func:`soonest_due`, what no link could beat); ``pass_end``: when the last shard
+    of its pass would be, every later one fetched after it at its fewest bytes (:func:`judge_download`)."""
 
     expected: float
     soonest: float
+    pass_end: float
 
 
 def computes_instead(due: Due, now: float, *, waited: float, compute_s: float) -> bool:
@@ -83,11 +92,16 @@ def computes_instead(due: Due, now: float, *, waited: float, compute_s: float) -
     return waited >= compute_s / TRUST
 
 
-def climbs(due: Due, now: float, *, block_s: float) -> bool:
-    """Run the begun template pass one block on (``block_s``, its frontier below the shard the model
-    waits for) while its download is predicted to be decoded no sooner than that block would end:
-    no wait longer than the download's, unless the prediction is wrong by up to a block."""
-    return due.expected >= now + block_s
+def climbs(due: Due, now: float, *, block_s: float, begun: bool = True, waited: float = 0.0,
+           pass_s: float = 0.0) -> bool:
+    """Run the template pass one block on (``block_s``, its frontier below the shard the model
+    waits for) while the download is predicted to be decoded no sooner than that block would end:
+    no wait longer than the download's, unless the prediction is wrong by up to a block. A pass not
+    ``begun`` starts only where the rest of it is predicted to be fetched later than computing it
+    all (``pass_s``) would end, once the model has ``waited`` :data:`TRUST` times its first block."""
+    if due.expected < now + block_s:
+        return False
+    return begun or (due.pass_end >= now + pass_s and waited >= TRUST * block_s)
 
 
 def soonest_due(now: float, *, requested_at: float | None, rtt_s: float, decode_s: float) -> float:
@@ -122,3 +136,15 @@ def fetch_due(now: float, *, requested_at: float | None, rtt_s: float, planned_r
                 stalled = now - since  # nothing came while the model waited: as long again, then its mean
     soonest = soonest_due(now, requested_at=requested_at, rtt_s=rtt_s, decode_s=decode_s)
     return soonest if left <= 0 else soonest + stalled + left / rate
+
+
+def judge_download(now: float, *, requested_at: float | None, rtt_s: float, planned_rate: float, received: int,
+                   left: int, later: int, decode_s: float, waiting: Waiting | None = None) -> Due:
+    """A late download's :class:`Due` (:func:`fetch_due`, :func:`soonest_due`); ``later``: the
+    fewest bytes the shards after it in its pass can still come in, which follow it on the link."""
+    def due(nbytes: int) -> float:
+        return fetch_due(now, requested_at=requested_at, rtt_s=rtt_s, planned_rate=planned_rate,
+                         received=received, left=nbytes, decode_s=decode_s, waiting=waiting)
+
+    return Due(due(left), soonest_due(now, requested_at=requested_at, rtt_s=rtt_s, decode_s=decode_s),
+               due(left + later))

@@ -44,13 +44,14 @@ class SimulatedModel:
             return ()
         known = list(self.g.shard_compute_s)
         if known and self.prepare[1]:  # the live TemplateComputer.block_costs: the source still to make
-            known[self.frontier] += self.prepare[1]
+            for first in range(0, len(known), self.g.shards_per_step):  # by the first pass the phone starts
+                known[first] += self.prepare[1]
         return tuple(known)
 
     def climb(self, at: float, index: int) -> float:
-        """The phone, waiting for shard ``index``'s download from ``at``, runs the template pass one
-        block on from its frontier (below ``index``: its KV fetched, only its output kept); returns
-        when that block is done."""
+        """The phone, waiting for shard ``index``'s download from ``at``, runs its template pass one
+        block on from its frontier (below ``index``: its KV fetched, only its output kept), starting
+        the pass (and making the source first) where it has not begun; returns when that block is done."""
         frontier = max(self.frontier, self.pass_start(index))
         done = at + self.prepare[0] + self.g.shard_compute_s[frontier]
         self.frontier, self.prepare = frontier + 1, (0.0, 0.0)

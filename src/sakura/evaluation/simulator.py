@@ -43,15 +43,7 @@ from __future__ import annotations
 from sakura.edge_client import LevelPolicy, PlanContext
 from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetch_loop import FetchLoop
-from sakura.edge_client.late_download import (
-    LATE_CHECK_S,
-    Due,
-    Waiting,
-    climbs,
-    computes_instead,
-    fetch_due,
-    soonest_due,
-)
+from sakura.edge_client.late_download import LATE_CHECK_S, Waiting, climbs, computes_instead, judge_download
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -253,9 +245,11 @@ class EditSimulator:
         """The live compute stage's rule (:mod:`~sakura.edge_client.late_download`), re-judged every
         ``LATE_CHECK_S`` from when the model asks for ``shard`` until it is decoded: at the frontier
         (every earlier shard of the pass computed), compute it once its download would be decoded
-        later than computing it would end; the download is abandoned then. Where the pass it began
-        is below the shard, the phone runs it a block on while that block is predicted to end
-        before the download is decoded (:func:`~sakura.edge_client.late_download.climbs`). Returns
+        later than computing it would end; the download is abandoned then. Where the frontier of its
+        pass is below the shard, the phone runs the pass a block on while that block is predicted to
+        end before the download is decoded, and starts a pass not begun only where the rest of it
+        is predicted to be fetched later than computed
+        (:func:`~sakura.edge_client.late_download.climbs`). Returns
         when the phone starts computing it (or None), and when it is done with the blocks it ran
         on. The planned rate is the one expected when it was requested
         (the simulated estimator has seen the whole download by now). The abandoned download
@@ -275,15 +269,17 @@ class EditSimulator:
         def received_by(at: float) -> int:
             return int(min(size, self.delivered(first, at))) if at > first else 0
 
+        start, per = self.model.pass_start(i), self.g.shards_per_step  # its pass
+        later = sum(min(self.g.sizes[lvl][j] for lvl in self.g.levels) for j in range(i + 1, start + per))
         at, waiting = needed, Waiting(needed, received_by(needed))
         busy = needed  # the phone runs template blocks until then
         while at < shard.decoded_at:
             received = received_by(at)
-            decode_s = self.link.mean_decode[shard.level]
-            due = Due(fetch_due(at, requested_at=shard.requested_at, rtt_s=self.rtt, planned_rate=rate,
-                                received=received, left=size - received, decode_s=decode_s, waiting=waiting),
-                      soonest_due(at, requested_at=shard.requested_at, rtt_s=self.rtt, decode_s=decode_s))
-            if self.model.pass_start(i) < frontier < i and climbs(due, at, block_s=known[frontier]):
+            due = judge_download(at, requested_at=shard.requested_at, rtt_s=self.rtt, planned_rate=rate,
+                                 received=received, left=size - received, later=later,
+                                 decode_s=self.link.mean_decode[shard.level], waiting=waiting)
+            if frontier < i and climbs(due, at, block_s=known[frontier], begun=frontier > start,
+                                       waited=at - needed, pass_s=sum(known[frontier:start + per])):
                 at = busy = self.model.climb(at, i)
                 known, frontier = self.model.template_s(edit.shards), frontier + 1
                 continue

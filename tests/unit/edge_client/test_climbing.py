@@ -1,6 +1,7 @@
-"""While the model waits for a download, the phone runs the template pass it began on towards the
-shard (the live compute stage's side of :func:`~sakura.edge_client.late_download.climbs`; the
-simulator's replay of it on a trace is in ``tests/unit/evaluation/test_one_pass_hybrid.py``).
+"""While the model waits for a download, the phone runs the template pass on towards the shard, and
+starts a pass fetched whole so far where the rest of it is due later than computing it all (the
+live compute stage's side of :func:`~sakura.edge_client.late_download.climbs`; the simulator's
+replay of it on a trace is in ``tests/unit/evaluation/test_one_pass_hybrid.py``).
 
 The compute stage runs against a scripted pipeline on a virtual clock: each template block moves
 the clock on by what the phone was told a block costs, and the download the model waits for is
@@ -36,16 +37,22 @@ def _pair(value: float) -> KVPair:
 
 
 class Scripted:
-    """The pipeline around the compute stage: block 0 left to the phone, the rest fetched; the
-    download of ``waited`` is expected decoded at ``due_at`` on the virtual clock, and no sooner than
-    ``soonest`` (by default the same); ``poll_s``: how far the clock moves each time the compute
-    stage judges the download while the model waits."""
+    """The pipeline around the compute stage: block 0 left to the phone (none with ``phone_first``
+    False), the rest fetched; the download of ``waited`` is expected decoded at ``due_at`` on the
+    virtual clock, no sooner than ``soonest`` (by default the same), and the rest of the pass at
+    ``pass_end`` (by default the same); ``poll_s``: how far the clock moves each time the compute
+    stage judges the download while the model waits; ``prepare_s``: the source's preparation, which
+    the first block of the pass carries."""
 
-    def __init__(self, waited: int, due_at: float, soonest: float | None = None, poll_s: float = 0.0) -> None:
+    def __init__(self, waited: int, due_at: float, soonest: float | None = None, poll_s: float = 0.0, *,
+                 pass_end: float | None = None, phone_first: bool = True, prepare_s: float = 0.0) -> None:
         self.now, self.poll_s = 0.0, poll_s
         self.soonest = due_at if soonest is None else soonest
+        self.pass_end = due_at if pass_end is None else pass_end
+        self.phone_first, self.prepare_s = phone_first, prepare_s
         self.clock = lambda: self.now
         self.waited, self.due_at = waited, due_at
+        self.started: list[float] = []  # when each template block began, on the virtual clock
         self.ran: list[int] = []  # the template blocks the phone computed, in order
         self.superseded: list[int] = []
         self.manifest = SimpleNamespace(model=SimpleNamespace(fingerprint="m"), tokens=SimpleNamespace(template=4),
@@ -54,13 +61,17 @@ class Scripted:
         self.cancel = threading.Event()
         self.compute_model, self.device, self.model = ToldCosts([BLOCK_S] * BLOCKS), Device(), "m"
         self.progress = ProgressTeller(None, self.timeline, self.clock, self.stopped)
-        self.template = TemplateComputer(self._pass, KEYS, self.compute_model, "m", pace=self._paced)
+        self.template = TemplateComputer(self._pass, KEYS, self.compute_model, "m", pace=self._paced,
+                                         prepare_s=prepare_s)
         self.error = None
 
     def _pass(self, step: int | None) -> Iterator[tuple[ShardKey, KVPair]]:
+        self.started.append(self.now)
+        self.now += self.prepare_s
         for layer, key in enumerate(KEYS):
             self.ran.append(layer)
             yield key, _pair(-1.0)
+            self.started.append(self.now)
 
     def _paced(self, _seconds: float) -> None:
         self.now += BLOCK_S
@@ -69,12 +80,12 @@ class Scripted:
         return False
 
     def planned_compute(self, index: int) -> bool:
-        return index == 0
+        return index == 0 and self.phone_first
 
     def fetch_due(self, index: int, waiting_since: float) -> Due:
         assert index == self.waited
         self.now += self.poll_s  # the compute stage asks once a poll while the model waits
-        return Due(self.due_at, self.soonest)
+        return Due(self.due_at, self.soonest, self.pass_end)
 
     def supersede(self, index: int) -> None:
         self.superseded.append(index)
@@ -143,6 +154,62 @@ def test_having_climbed_to_the_shard_the_phone_computes_it_sooner_than_from_wher
     assert p.ran == [0, 1, 2, 3, 4] and p.now == pytest.approx(5.0, abs=0.25)
 
 
+def _wait_in_a_pass_not_begun(p: Scripted, kv: StreamingKV) -> KVPair:
+    """The model takes fetched blocks 0 to ``p.waited - 1``, then waits for ``p.waited`` from t=0; its
+    download is handed over once the clock reaches ``p.due_at`` (the phone's polls move it on)."""
+    for index in range(p.waited):
+        kv.offer(index, _pair(index))
+        assert float(kv[KEYS[index]].k.flat[0]) == index
+
+    def download() -> None:
+        for _ in range(int(GUARD_S / 0.01)):
+            if p.now >= p.due_at or kv.computed(p.waited):
+                break
+            threading.Event().wait(0.01)
+        kv.offer(p.waited, _pair(p.waited))
+
+    handing = threading.Thread(target=download, daemon=True)
+    handing.start()
+    got = kv[KEYS[p.waited]]
+    handing.join(GUARD_S)
+    return got
+
+
+def test_a_pass_fetched_whole_is_started_where_its_rest_is_due_later_than_computing_it_all():
+    """Nothing left to the phone: blocks 0 and 1 fetched and taken, the model waits for 2 from t=0,
+    its download expected at t=9 (though it might come at 0.1) and the rest of the pass (blocks
+    2-5) at t=20, later than the whole pass computed (six blocks and the source's preparation,
+    6.5 s). The phone starts the pass once
+    the model has waited half its first block and the preparation (0.75 s), runs blocks 0 and 1,
+    and then computes 2 itself rather than wait for a download due at 9."""
+    p = Scripted(waited=2, due_at=9.0, soonest=0.1, poll_s=0.05, pass_end=20.0, phone_first=False, prepare_s=0.5)
+    kv = StreamingKV(p, max_ahead=BLOCKS)
+    got = _wait_in_a_pass_not_begun(p, kv)
+    assert float(got.k.flat[0]) == -1.0 and kv.computed(2) and p.ran == [0, 1, 2]
+    assert p.started[0] == pytest.approx(0.75, abs=0.06)  # not before it had waited that long
+    assert p.now == pytest.approx(0.75 + 0.5 + 3 * BLOCK_S, abs=0.25)
+
+
+def test_a_pass_whose_rest_is_due_sooner_than_computing_it_all_is_not_started():
+    """The same wait, the rest of the pass due at t=5 (sooner than computing it all, 6.5 s): the phone
+    runs nothing, though the download waited for ends after the next block would; the model takes
+    the fetched KV at t=2.5."""
+    p = Scripted(waited=2, due_at=2.5, poll_s=0.25, pass_end=5.0, phone_first=False, prepare_s=0.5)
+    kv = StreamingKV(p, max_ahead=BLOCKS)
+    got = _wait_in_a_pass_not_begun(p, kv)
+    assert float(got.k.flat[0]) == 2 and not kv.computed(2) and p.ran == []
+
+
 def test_the_rule_is_the_block_ending_no_later_than_the_download():
-    due = Due(expected=5.0, soonest=4.0)
+    due = Due(expected=5.0, soonest=4.0, pass_end=5.0)
     assert climbs(due, 3.0, block_s=2.0) and not climbs(due, 3.0, block_s=2.01)
+
+
+def test_a_pass_not_begun_starts_on_the_rest_of_the_pass_and_after_half_its_first_block():
+    """A pass not begun commits to its first block (``block_s``): it starts only where the rest of the
+    pass is due no sooner than computing it all, and once the model has waited half that block."""
+    due = Due(expected=10.0, soonest=4.0, pass_end=20.0)
+    assert climbs(due, 3.0, block_s=2.0, begun=False, waited=1.0, pass_s=17.0)
+    assert not climbs(due, 3.0, block_s=2.0, begun=False, waited=1.0, pass_s=17.01)  # the rest comes sooner
+    assert not climbs(due, 3.0, block_s=2.0, begun=False, waited=0.99, pass_s=17.0)  # not waited long enough
+    assert not climbs(Due(4.99, 4.0, 20.0), 3.0, block_s=2.0, begun=False, waited=1.0, pass_s=1.0)

@@ -97,7 +97,7 @@ def test_a_download_complete_but_for_its_decode_is_due_after_the_decode():
 def test_judged_later_than_computing_the_phone_still_waits_half_the_compute_time_first():
     """A download judged in a dip may recover a moment later: the phone waits ``TRUST`` of the
     compute time before it gives up on it, then computes."""
-    due = Due(expected=20.0, soonest=10.1)  # far later than computing (1 s) would end
+    due = Due(expected=20.0, soonest=10.1, pass_end=20.0)  # far later than computing (1 s) would end
     assert not computes_instead(due, 10.0, waited=0.0, compute_s=1.0)
     assert not computes_instead(due, 10.49, waited=0.49, compute_s=1.0)
     assert computes_instead(due, 10.5, waited=TRUST * 1.0, compute_s=1.0)
@@ -106,16 +106,16 @@ def test_judged_later_than_computing_the_phone_still_waits_half_the_compute_time
 def test_judged_sooner_than_computing_the_phone_waits_at_most_the_compute_time_over_the_trust():
     """A download that keeps promising its end (a crawl whose mean rate decays slowly) is given
     up once the model has waited the compute time over ``TRUST``: never worse than that bound."""
-    assert not computes_instead(Due(10.1, 10.0), 10.0, waited=1.9, compute_s=1.0)
-    assert computes_instead(Due(10.1, 10.0), 10.0, waited=1.0 / TRUST, compute_s=1.0)
+    assert not computes_instead(Due(10.1, 10.0, 10.1), 10.0, waited=1.9, compute_s=1.0)
+    assert computes_instead(Due(10.1, 10.0, 10.1), 10.0, waited=1.0 / TRUST, compute_s=1.0)
 
 
 def test_a_download_that_cannot_end_before_computing_would_is_computed_at_once():
     """Its round trip is no prediction: a block cheaper than what is left of it is computed without waiting."""
     soonest = soonest_due(10.0, requested_at=9.99, rtt_s=0.05, decode_s=0.001)
     assert soonest == pytest.approx(10.041)
-    assert computes_instead(Due(soonest + 1.0, soonest), 10.0, waited=0.0, compute_s=0.02)
-    assert not computes_instead(Due(soonest + 1.0, soonest), 10.0, waited=0.0, compute_s=0.05)
+    assert computes_instead(Due(soonest + 1.0, soonest, soonest + 1.0), 10.0, waited=0.0, compute_s=0.02)
+    assert not computes_instead(Due(soonest + 1.0, soonest, soonest + 1.0), 10.0, waited=0.0, compute_s=0.05)
 
 
 def test_the_rule_is_within_its_bounds_of_the_better_choice_made_knowing_the_future():
@@ -126,8 +126,10 @@ def test_the_rule_is_within_its_bounds_of_the_better_choice_made_knowing_the_fut
     for ends_after in [t / 10 for t in range(0, 60)]:
         for judged_after in (2 * compute_s, 0.0):  # judged late (wrongly where it ends sooner), judged soon
             waited = 0.0
-            while waited < ends_after and not computes_instead(Due(waited + judged_after, waited), waited,
-                                                               waited=waited, compute_s=compute_s):
+            while waited < ends_after:
+                due = Due(waited + judged_after, waited, waited + judged_after)
+                if computes_instead(due, waited, waited=waited, compute_s=compute_s):
+                    break
                 waited += LATE_CHECK_S
             cost = ends_after if waited >= ends_after else waited + compute_s
             best = min(ends_after, compute_s)

@@ -52,3 +52,19 @@ def test_a_link_that_slows_after_the_model_took_the_fetched_blocks_leaves_the_ph
     sources = "".join("c" if s.computed else "f" for s in sakura.shards)
     assert "fc" in sources, sources  # shards computed above fetched ones: the phone ran through them
     assert sakura.compute_end < 1.1 * alone.compute_end, (sakura.compute_end, alone.compute_end)
+
+
+def test_a_pass_fetched_whole_is_started_once_the_link_slows_so_far_that_computing_it_all_is_sooner():
+    """klein 4B with a 512 px reference on the flagship NPU (a block costs 16 ms), the link at 1 Gbit/s,
+    then 50 Mbit/s half a second in: the hybrid plans the whole pass fetched, and each shard then
+    takes over 0.2 s to come. The phone, never having started the pass, idled through every wait
+    (5.3 s, the phone alone 3.1 s). It now starts the pass while the model waits, runs it through
+    the blocks the model took, computes the rest itself and ends within a tenth of the phone alone."""
+    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
+    g = analytic_geometry(workload_spec("klein-4b-ref512"), device_profile("flagship-npu"), rates, LEVELS, CACHEGEN)
+    trace = BandwidthTrace("step", "test", np.array([0.0, 10.5]), np.array([1000.0, 50.0]), 600.0)
+    sim = EditSimulator(g, trace, 10.0, rtt_s=0.055)
+    sakura, alone = sim.run("sakura"), sim.run("on-device-prepared")
+    sources = "".join("c" if s.computed else "f" for s in sakura.shards)
+    assert sources.startswith("f") and "fc" in sources, sources  # the pass was fetched whole at first
+    assert sakura.compute_end < 1.15 * alone.compute_end, (sakura.compute_end, alone.compute_end)
