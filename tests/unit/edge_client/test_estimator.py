@@ -39,6 +39,20 @@ def test_a_slow_transfer_pulls_the_estimate_down_at_once_and_error_discounts_it(
     assert e.bytes_per_s < 1e6  # below even the slow sample: the link just proved unpredictable
 
 
+def test_transfers_count_by_their_bytes():
+    """The recent rate is the last transfers' bytes over their seconds: a one-second sample of
+    0.1 MB/s and a 4 s preamble of 8 MB at 2 MB/s read as about 1.6 MB/s, not as the 0.19 MB/s
+    their two rates' plain harmonic mean says (klein 4B on a 5G walk planned its whole pass on the
+    phone so). Transfers of one size (shards of a level) read as their plain harmonic mean."""
+    est = BandwidthEstimator(clock=None)
+    t = back_to_back(est, [(100_000, 1.0), (8_000_000, 4.0)])
+    recent = 8_100_000 / 5.0
+    assert est.estimate(t).point_bytes_per_s == pytest.approx(min(recent, 0.75 * 2e6 + 0.25 * 1e5))
+    same = BandwidthEstimator(clock=None)
+    t = back_to_back(same, [(1_000_000, 0.1), (1_000_000, 1.0)])
+    assert same.estimate(t).point_bytes_per_s == pytest.approx(2 / (1 / 10e6 + 1 / 1e6))
+
+
 def test_the_discount_fades_while_nothing_is_observed():
     """A phone that computes after a surprise fetches nothing: were the surprise remembered until
     the next download, the phone would never fetch again (SD3.5 on a 5G trace whose first seconds
