@@ -8,12 +8,29 @@ from importlib import resources
 
 import numpy as np
 
+from sakura.edge_client.timeline import Timeline
 from sakura.emulation.traces import BandwidthTrace, load_trace
-from sakura.evaluation.geometry import ManifestWire
+from sakura.evaluation.geometry import EditGeometry, ManifestWire
 from sakura.evaluation.profiles import device_profile
 from sakura.evaluation.simulator import EditSimulator
 from sakura.evaluation.workloads import CodecRates, analytic_geometry, workload_spec
 from tests.unit.evaluation.test_per_step_hybrid import CACHEGEN, LEVELS, SIZE
+
+
+def _geometry(workload: str, profile: str) -> EditGeometry:
+    """``workload`` on ``profile`` at the test's codec rates."""
+    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
+    return analytic_geometry(workload_spec(workload), device_profile(profile), rates, LEVELS, CACHEGEN)
+
+
+def _on_a_step(workload: str, profile: str, *, step_at: float,
+               mbps: tuple[float, float]) -> tuple[Timeline, Timeline, str]:
+    """An edit from 10 s into a link at ``mbps[0]`` Mbit/s that drops to ``mbps[1]`` at ``step_at``:
+    SAKURA's, the phone alone's, and which of SAKURA's shards it computed (``c``) or fetched (``f``)."""
+    trace = BandwidthTrace("step", "test", np.array([0.0, step_at]), np.array(mbps), 600.0)
+    sim = EditSimulator(_geometry(workload, profile), trace, 10.0, rtt_s=0.055)
+    sakura, alone = sim.run("sakura"), sim.run("on-device-prepared")
+    return sakura, alone, "".join("c" if s.computed else "f" for s in sakura.shards)
 
 
 def test_a_prefix_planned_in_a_surprise_is_taken_back_as_the_model_runs():
@@ -24,8 +41,7 @@ def test_a_prefix_planned_in_a_surprise_is_taken_back_as_the_model_runs():
     the phone computed 23 blocks with the link idle and ended behind the phone computing alone
     (76.6 s against 74.7). Re-judged after each block, the top is taken back once the surprise
     has faded: the phone computes fewer than half the blocks and ends ahead of computing alone."""
-    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
-    g = analytic_geometry(workload_spec("klein-4b-ref1024"), device_profile("flagship-gpu"), rates, LEVELS, CACHEGEN)
+    g = _geometry("klein-4b-ref1024", "flagship-gpu")
     assert g.kv_cached
     trace = load_trace(resources.files("sakura.examples") / "traces" / "5g_trace_88_driving")
     sim = EditSimulator(g, trace, 0.0, rtt_s=0.055)
@@ -44,12 +60,7 @@ def test_a_link_that_slows_after_the_model_took_the_fetched_blocks_leaves_the_ph
     download (108 s, the phone alone 75 s). While it waits, the phone now runs its pass on through
     the blocks the model took (``late_download.climbs``), computes the last shards itself, and ends
     within a few blocks of the phone alone (80 s)."""
-    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
-    g = analytic_geometry(workload_spec("klein-4b-ref1024"), device_profile("flagship-gpu"), rates, LEVELS, CACHEGEN)
-    trace = BandwidthTrace("step", "test", np.array([0.0, 28.0]), np.array([25.0, 5.0]), 600.0)
-    sim = EditSimulator(g, trace, 10.0, rtt_s=0.055)
-    sakura, alone = sim.run("sakura"), sim.run("on-device-prepared")
-    sources = "".join("c" if s.computed else "f" for s in sakura.shards)
+    sakura, alone, sources = _on_a_step("klein-4b-ref1024", "flagship-gpu", step_at=28.0, mbps=(25.0, 5.0))
     assert "fc" in sources, sources  # shards computed above fetched ones: the phone ran through them
     assert sakura.compute_end < 1.1 * alone.compute_end, (sakura.compute_end, alone.compute_end)
 
@@ -59,12 +70,7 @@ def test_a_pass_fetched_whole_is_started_once_the_link_slows_so_far_that_computi
     then 50 Mbit/s half a second in: the hybrid plans the whole pass fetched, and each shard then
     takes over 0.2 s to come. The phone, never having started the pass, idled through every wait
     (5.3 s, the phone alone 3.1 s). It now starts the pass while the model waits, runs it through
-    the blocks the model took, computes the rest itself and ends within a tenth of the phone alone."""
-    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
-    g = analytic_geometry(workload_spec("klein-4b-ref512"), device_profile("flagship-npu"), rates, LEVELS, CACHEGEN)
-    trace = BandwidthTrace("step", "test", np.array([0.0, 10.5]), np.array([1000.0, 50.0]), 600.0)
-    sim = EditSimulator(g, trace, 10.0, rtt_s=0.055)
-    sakura, alone = sim.run("sakura"), sim.run("on-device-prepared")
-    sources = "".join("c" if s.computed else "f" for s in sakura.shards)
+    the blocks the model took, computes the rest itself and ends within 15% of the phone alone."""
+    sakura, alone, sources = _on_a_step("klein-4b-ref512", "flagship-npu", step_at=10.5, mbps=(1000.0, 50.0))
     assert sources.startswith("f") and "fc" in sources, sources  # the pass was fetched whole at first
     assert sakura.compute_end < 1.15 * alone.compute_end, (sakura.compute_end, alone.compute_end)
