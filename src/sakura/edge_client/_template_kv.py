@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 
 from sakura.edge_client._compute_model import ComputeModel
 from sakura.edge_client.errors import EditCancelled
+from sakura.edge_client.planning import with_preparation
 from sakura.platform.errors import ModelError
 from sakura.platform.kv import KVPair, ShardKey, pass_shards
 
@@ -53,12 +54,12 @@ class TemplateComputer:
     def _pass_start(self, index: int) -> int:
         return index - index % self._pass_shards
 
-    def block_costs(self, known: tuple[float, ...]) -> tuple[float, ...]:
+    def block_costs(self, known: tuple[float, ...], *, shared: bool = False) -> tuple[float, ...]:
         """Each block's predicted seconds from the compute model's ``known``, with the preparation
-        still to come added to the first block of each pass the phone may still start."""
-        if not known or self._pass is not None or not self._prepare_s:
-            return known
-        return tuple(s + self._prepare_s if i % self._pass_shards == 0 else s for i, s in enumerate(known))
+        still to come added to the first block of each pass the phone may still start (``shared``:
+        the planner's share of it, :func:`~sakura.edge_client.planning.with_preparation`)."""
+        return with_preparation(known, 0.0 if self._pass is not None else self._prepare_s, self._pass_shards,
+                                shared=shared)
 
     def reaches(self, index: int) -> bool:
         """Whether shard ``index`` is the next block of its pass (every shard of the pass before it was computed)."""

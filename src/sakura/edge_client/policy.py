@@ -186,7 +186,10 @@ class HybridPolicy:
     def take_back(self, ctx: PlanContext, top: int) -> str | None:
         """Re-planning the other way: the level to fetch shard ``top`` at after all, though it was
         left to the phone with ``ctx.index..top - 1``, or None to keep computing them
-        (:func:`~sakura.edge_client.planning.take_back`)."""
+        (:func:`~sakura.edge_client.planning.take_back`). None where what a block costs is not
+        known yet: a fresh phone's first pass, left to it to time a block, is not probed."""
+        if not ctx.template_compute:
+            return None
         return take_back(ctx, top, self._transfer(ctx), self.stall_penalty)
 
     def abandon(self, ctx: PlanContext, level: str, received: int, rate: float) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sakura.edge_client.planning import COMPUTE
+from sakura.edge_client.planning import COMPUTE, with_preparation
 from sakura.edge_client.timeline import ShardTiming, Stall, Timeline
 from sakura.evaluation.geometry import EditGeometry
 
@@ -38,15 +38,13 @@ class SimulatedModel:
         """The first shard of the pass shard ``index`` belongs to."""
         return index - index % self.g.shards_per_step
 
-    def template_s(self, done: Sequence[ShardTiming]) -> tuple[float, ...]:
-        """What the phone knows of its template compute: all of it, or (cold) nothing until it computed a block."""
+    def template_s(self, done: Sequence[ShardTiming], *, shared: bool = False) -> tuple[float, ...]:
+        """What the phone knows of its template compute: all of it, or (cold) nothing until it
+        computed a block; the source still to make is on the first block of each pass, as the
+        live ``TemplateComputer.block_costs`` has it (``shared``: the planner's share)."""
         if self.cold and not any(s.computed for s in done):
             return ()
-        known = list(self.g.shard_compute_s)
-        if known and self.prepare[1]:  # the live TemplateComputer.block_costs: the source still to make
-            for first in range(0, len(known), self.g.shards_per_step):  # by the first pass the phone starts
-                known[first] += self.prepare[1]
-        return tuple(known)
+        return with_preparation(tuple(self.g.shard_compute_s), self.prepare[1], self.g.shards_per_step, shared=shared)
 
     def climb(self, at: float, index: int) -> float:
         """The phone, waiting for shard ``index``'s download from ``at``, runs its template pass one

@@ -296,7 +296,7 @@ class EditSimulator:
         hashes = self.g.shard_hashes_bytes if run.hashes_due else 0
         return self.link.context(i, run.t, run.est, edit.shards, edit.compute_start, run.stages.decode_free,
                                  run.link_free, can_compute, run.left, hashes,
-                                 self.model.template_s(edit.shards) if can_compute else (), run.ahead)
+                                 self.model.template_s(edit.shards, shared=True) if can_compute else (), run.ahead)
 
 
 class _Run:

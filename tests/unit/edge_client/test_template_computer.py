@@ -64,14 +64,20 @@ def test_a_later_steps_pass_starts_at_its_first_block_and_the_one_before_stops()
 
 
 def test_the_preparation_counts_on_the_first_block_of_each_pass_until_one_starts():
+    """All of it where the compute stage judges starting a pass; the planner, weighing one pass at
+    a time, charges pass k of P its 1/(P - k) share (the source serves that pass and those after)."""
     passes = Passes()
     computer = _computer(passes, prepare_s=10.0)
     known = (1.0,) * len(KEYS)
     costs = computer.block_costs(known)
     assert [i for i, s in enumerate(costs) if s > 1.0] == [0, 4, 8]
     assert computer.cost_s(5, known) == 12.0
+    shares = computer.block_costs(known, shared=True)  # the planner's: 3 passes share it
+    assert [round(shares[i] - 1.0, 6) for i in (0, 4, 8)] == [round(10 / 3, 6), 5.0, 10.0]
+    assert [i for i, s in enumerate(shares) if s > 1.0] == [0, 4, 8]
     computer.compute(4)
     assert computer.block_costs(known) == known  # prepared once, for every pass
+    assert computer.block_costs(known, shared=True) == known
 
 
 def test_keys_that_do_not_make_whole_passes_are_refused():

@@ -116,3 +116,33 @@ def test_a_pass_planned_in_a_dip_is_taken_back_when_the_link_returns():
     sakura, fetching = sim.run("sakura"), sim.run("sakura-fetch-only")
     assert any(s.taken_back and not s.computed for s in sakura.shards)  # left to the phone, then fetched
     assert sakura.compute_end <= fetching.compute_end * 1.1
+
+
+@pytest.mark.parametrize("mbps", [500, 1000, 3000])
+def test_a_cold_phone_is_not_kept_from_computing_by_a_preparation_charged_at_every_pass(mbps):
+    """SD3.5 on the flagship NPU (12 passes, a block about 6 ms) on very fast constant links,
+    cold: the phone makes the source once, before the first pass it starts. Charged all of it at
+    every pass the planner weighed, each pass looked a tenth dearer to compute than it is, and at
+    1 Gbit/s the hybrid fetched every block, 1.3 times the phone computing alone; the planner now
+    charges each pass its share (``planning.with_preparation``)."""
+    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
+    g = analytic_geometry(workload_spec("analytic:sd35-medium@512/512/12"), device_profile("flagship-npu"), rates,
+                          LEVELS, CACHEGEN)
+    assert g.reference_encode_s > 0
+    sim = EditSimulator(g, BandwidthTrace.constant(mbps), 10.0, rtt_s=0.055)
+    sakura, alone = sim.run("sakura"), sim.run("on-device-prepared")
+    assert "compute" in sakura.levels
+    assert sakura.compute_end <= alone.compute_end * 1.01
+
+
+@pytest.mark.parametrize("workload", ["analytic:sd35-medium@512/512/12", "analytic:kontext@512/512/3"])
+def test_a_fresh_phone_times_a_block_before_the_link_probes_its_pass(workload):
+    """A phone that has never computed a block leaves the first to itself to time it; the probe of
+    that pass's top asked the planner to weigh a fetch against blocks of unknown cost and failed
+    (an IndexError, live as simulated). Now the pass is not probed until a block is timed."""
+    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
+    g = analytic_geometry(workload_spec(workload), device_profile("flagship-npu"), rates, LEVELS, CACHEGEN)
+    sim = EditSimulator(g, BandwidthTrace.constant(200), 10.0, rtt_s=0.055, cold=True)
+    sakura, alone = sim.run("sakura"), sim.run("on-device-prepared")
+    assert sakura.levels[0] == "compute"
+    assert sakura.compute_end <= alone.compute_end * 1.01
