@@ -210,8 +210,8 @@ class EditPipeline:
     def context(self, index: int, *, can_compute: bool = True) -> PlanContext:
         """What the policy knows now about shard ``index`` and those after it."""
         gaps = self.compute_model.gaps(self.model, len(self._options))
-        template_s = (self.template.block_costs(self.compute_model.template_s(self.model, len(self._options)), shared=True)
-                      if self.template else ())
+        known = self.compute_model.template_s(self.model, len(self._options))
+        template_s = self.template.block_costs(known, shared=True) if self.template else ()
         return plan_context(
             self.clock(), index, levels=self._levels, shards=self._options, utility=self._utility,
             estimate=self.estimator.estimate(), rtt_s=self.estimator.rtt_s, compute=gaps,

@@ -149,10 +149,11 @@ class StreamingKV:
         if p.planned_compute(index):
             return _COMPUTE
         template, known = p.template, p.compute_model.template_s(p.model, len(self._keys))
-        if not known and not template.reaches(index):
+        at_frontier = template.reaches(index)
+        if not known and not at_frontier:
             return _WAIT  # what computing costs is learnt at the frontier first
         due, now = p.fetch_due(index, asked), p.clock()
-        if not template.reaches(index) and climbs(
+        if not at_frontier and climbs(
                 due, now, block_s=template.block_costs(known)[template.pass_frontier(index)],
                 begun=template.begun(index), waited=now - asked, pass_s=template.rest_s(index, known)):
             return _CLIMB

@@ -126,7 +126,7 @@ class PlanContext:
     #: Depth of the pipeline's stage queues (:func:`stage_window`); 0 when unbounded.
     window: int = 0
     #: When the model is predicted to take each of the ``lag`` shards before ``index``, the
-    #: nearest last (what the bounded queues make the plan's first requests wait for).
+    #: nearest first (what the bounded queues make the plan's first requests wait for).
     taken_before: tuple[float, ...] = ()
     #: Shards of ``index``'s pass below it left to the phone that the model has not reached: the
     #: link could still take them back (:func:`take_back`).
