@@ -56,9 +56,9 @@ def with_preparation(known: tuple[float, ...], prepare_s: float, pass_shards: in
     judges), or, ``shared``, the pass's share of it (the planner's view). The source serves the
     pass started and every later one, and the planner weighs one pass at a time, so it charges
     pass ``k`` of ``P`` a ``1 / (P - k)`` share: all of it for the last pass, or a KV-cached
-    model's one. Charged all of it at every pass, SD3.5's twelve passes on a flagship NPU each
-    looked 62 ms dearer to compute than they are, and the hybrid fetched every block at
-    1 Gbit/s (1.32 times the phone alone)."""
+    model's one. Charged all of it at every pass, each of SD3.5's passes on a flagship NPU looked
+    dearer to compute than it is, and the hybrid fetched every block on a very fast link
+    (``tests/unit/evaluation/test_per_step_hybrid.py``)."""
     if not known or not prepare_s:
         return known
     passes = -(-len(known) // pass_shards)

@@ -20,19 +20,22 @@ SIZE = {"compact": 0.11, "medium": 0.3, "full": 0.8, "cachegen-low": 0.2, "cache
         "cachegen-fine": 0.45}
 
 
-def _kontext(phone_computes: bool | None):
+def _geometry(workload: str, profile: str, phone_computes: bool | None = None) -> EditGeometry:
+    """The analytic ``workload`` on ``profile`` at the test's byte rates (:data:`SIZE`)."""
     rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
-    g = analytic_geometry(workload_spec("analytic:kontext@512/512/3"), device_profile("flagship-npu"), rates,
-                          LEVELS, CACHEGEN, phone_computes=phone_computes)
+    return analytic_geometry(workload_spec(workload), device_profile(profile), rates, LEVELS, CACHEGEN,
+                             phone_computes=phone_computes)
+
+
+def _kontext(phone_computes: bool | None):
+    g = _geometry("analytic:kontext@512/512/3", "flagship-npu", phone_computes)
     assert not g.kv_cached and g.steps == 3
     return g
 
 
 def _sd35_on_flagship_gpu(trace: str, start: float = 0.0) -> tuple[EditGeometry, EditSimulator]:
     """SD3.5 (12 steps) on the flagship GPU over the bundled real trace ``trace`` from ``start``."""
-    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
-    g = analytic_geometry(workload_spec("analytic:sd35-medium@512/512/12"), device_profile("flagship-gpu"), rates,
-                          LEVELS, CACHEGEN)
+    g = _geometry("analytic:sd35-medium@512/512/12", "flagship-gpu")
     trace_path = resources.files("sakura.examples") / "traces" / trace
     return g, EditSimulator(g, load_trace(trace_path), start, rtt_s=0.055)
 
@@ -125,10 +128,8 @@ def test_a_cold_phone_is_not_kept_from_computing_by_a_preparation_charged_at_eve
     every pass the planner weighed, each pass looked a tenth dearer to compute than it is, and at
     1 Gbit/s the hybrid fetched every block, 1.3 times the phone computing alone; the planner now
     charges each pass its share (``planning.with_preparation``)."""
-    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
-    g = analytic_geometry(workload_spec("analytic:sd35-medium@512/512/12"), device_profile("flagship-npu"), rates,
-                          LEVELS, CACHEGEN)
-    assert g.reference_encode_s > 0
+    g = _geometry("analytic:sd35-medium@512/512/12", "flagship-npu")
+    assert g.reference_encode_s > 0  # the premise: the analytic geometry has a preparation to charge (no clock)
     sim = EditSimulator(g, BandwidthTrace.constant(mbps), 10.0, rtt_s=0.055)
     sakura, alone = sim.run("sakura"), sim.run("on-device-prepared")
     assert "compute" in sakura.levels
@@ -140,8 +141,7 @@ def test_a_fresh_phone_times_a_block_before_the_link_probes_its_pass(workload):
     """A phone that has never computed a block leaves the first to itself to time it; the probe of
     that pass's top asked the planner to weigh a fetch against blocks of unknown cost and failed
     (an IndexError, live as simulated). Now the pass is not probed until a block is timed."""
-    rates = CodecRates("test", SIZE, {lv: 1e-9 for lv in SIZE}, ManifestWire(1500.0, 150.0, 1400.0, 40.0), "full")
-    g = analytic_geometry(workload_spec(workload), device_profile("flagship-npu"), rates, LEVELS, CACHEGEN)
+    g = _geometry(workload, "flagship-npu")
     sim = EditSimulator(g, BandwidthTrace.constant(200), 10.0, rtt_s=0.055, cold=True)
     sakura, alone = sim.run("sakura"), sim.run("on-device-prepared")
     assert sakura.levels[0] == "compute"
