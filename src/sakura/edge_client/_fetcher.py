@@ -69,11 +69,6 @@ class ShardFetcher:
             length = self._lengths.get(index)
             return None if length is None else max(0, length - self._received.get(index, 0))
 
-    def bytes_to_come(self) -> int:
-        """Bytes still to come of the downloads in flight (those asked for, first bytes or not)."""
-        with self._lock:
-            return sum(length - self._received.get(i, 0) for i, length in self._lengths.items())
-
     def cached_levels(self, index: int) -> list[str]:
         if self.cache is None:
             return []
@@ -137,9 +132,10 @@ class ShardFetcher:
 
     def _near_end_in(self, nbytes: int, bytes_per_s: float, rtt_s: float) -> float:
         """Seconds from now to a round trip before the last byte of a response of ``nbytes`` asked
-        for now: its bytes follow, on the one link, what is still to come of the downloads in flight
-        (the planner's view too: ``PlanContext.in_flight_bytes``)."""
-        return max(rtt_s, self.bytes_to_come() / bytes_per_s) + nbytes / bytes_per_s - rtt_s
+        for now: its bytes follow, on the one link, what is still to come of the downloads in flight."""
+        with self._lock:
+            ahead = sum(length - self._received.get(i, 0) for i, length in self._lengths.items())
+        return max(rtt_s, ahead / bytes_per_s) + nbytes / bytes_per_s - rtt_s
 
     def _download(
         self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: CancelFlag,

@@ -5,7 +5,7 @@ fetcher's mechanics on it (its near-done timer, mid-download abandonment), with 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from sakura.edge_client import LevelPolicy, PlanContext
 from sakura.edge_client.estimator import BandwidthEstimator
@@ -116,16 +116,6 @@ class SimulatedLink:
             return first_byte(shard)
         return min(arrived(shard), timer, max(first_byte(shard), arrived(shard) - self.rtt))
 
-    def received(self, shard: ShardTiming, at: float) -> int:
-        """Bytes of ``shard``'s download in by ``at``: they flow from its first byte on."""
-        begin = first_byte(shard)
-        return int(min(self.g.sizes[shard.level][shard.index], self.delivered(begin, at))) if at > begin else 0
-
-    def bytes_to_come(self, shards: Iterable[ShardTiming], at: float) -> int:
-        """Bytes still to come at ``at`` of the downloads ``shards`` (what the live fetcher knows:
-        ``ShardFetcher.bytes_to_come``; the planner times them at its own rate)."""
-        return sum(self.g.sizes[s.level][s.index] - self.received(s, at) for s in shards if arrived(s) > at)
-
     def fetch(self, i: int, level: str, t: float, link_free: float, est: BandwidthEstimator | None,
                policy: LevelPolicy | None, consumed: list[ShardTiming], compute_start: float,
                rate: float | None = None) -> ShardTiming:
@@ -171,7 +161,7 @@ class SimulatedLink:
         while at < arrival:
             received = int(min(size, self.delivered(begin, at)))
             done = [s for s in consumed if s.consumed_at is not None and s.consumed_at <= at]
-            ctx = self.context(i, at, est, done, compute_start, at, size - received)
+            ctx = self.context(i, at, est, done, compute_start, at, arrival)
             smaller = policy.abandon(ctx, level, received, received / (at - begin))
             if smaller is not None and smaller != level:
                 return at, received, smaller
@@ -179,7 +169,7 @@ class SimulatedLink:
         return None
 
     def context(self, i: int, now: float, est: BandwidthEstimator, done: list[ShardTiming], compute_start: float,
-                 decode_free: float, in_flight_bytes: int, can_compute: bool = False,
+                 decode_free: float, link_free: float, can_compute: bool = False,
                 left: Sequence[ShardTiming] = (), hashes_bytes: int = 0,
                 template_compute: tuple[float, ...] = (), ahead: Sequence[int] = ()) -> PlanContext:
         """What the live pipeline's policy would know at ``now`` (``done``: the shards consumed so
@@ -198,7 +188,7 @@ class SimulatedLink:
         return plan_context(now, i, levels=g.levels, shards=self._options, utility=self._utility,
                             estimate=est.estimate(now), rtt_s=est.rtt_s, compute=gaps, startup=startup,
                             decode_s=self.mean_decode, compute_start=compute_start, last_consumed=last,
-                            decode_free_at=decode_free, in_flight_bytes=in_flight_bytes,
+                            decode_free_at=decode_free, link_free_at=link_free,
                             template_compute=template_compute,
                             computed=[s.index for s in (*done, *left) if s.computed], ahead=ahead,
                             pass_shards=self.g.shards_per_step, can_compute=can_compute, hashes_bytes=hashes_bytes,

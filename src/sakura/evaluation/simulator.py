@@ -184,7 +184,6 @@ class EditSimulator:
             shard = self.link.fetch(0, self.g.levels[0], 0.0, edit.preamble_s, None, None, [], t)
             est.observe(shard.bytes, max(arrived(shard) - first_byte(shard), 1e-6), at=arrived(shard))
             run.waiting[0], asked = shard, (0,)
-            run.with_preamble = asked
             run.link_free = arrived(shard)
         loop = FetchLoop(self.n, pass_shards=self.g.shards_per_step, one_pass=self.g.kv_cached,
                          max_in_flight=MAX_IN_FLIGHT, computes=hybrid, takes_back=can_take_back(policy), asked=asked)
@@ -265,10 +264,10 @@ class EditSimulator:
         frontier = max(self.model.frontier, self.model.pass_start(i))
         if not known and frontier != i:
             return None, needed
-        size = self.g.sizes[shard.level][i]
+        size, first = self.g.sizes[shard.level][i], first_byte(shard)
 
         def received_by(at: float) -> int:
-            return self.link.received(shard, at)
+            return int(min(size, self.delivered(first, at))) if at > first else 0
 
         start, per = self.model.pass_start(i), self.g.shards_per_step  # its pass
         later = sum(min(self.g.sizes[lvl][j] for lvl in self.g.levels) for j in range(i + 1, start + per))
@@ -295,9 +294,8 @@ class EditSimulator:
     def _run_context(self, i: int, run: _Run, can_compute: bool = False) -> PlanContext:
         edit = run.stages.edit
         hashes = self.g.shard_hashes_bytes if run.hashes_due else 0
-        in_flight = self.link.bytes_to_come([s for j, s in run.waiting.items() if j not in run.with_preamble], run.t)
         return self.link.context(i, run.t, run.est, edit.shards, edit.compute_start, run.stages.decode_free,
-                                 in_flight, can_compute, run.left, hashes,
+                                 run.link_free, can_compute, run.left, hashes,
                                  self.model.template_s(edit.shards, shared=True) if can_compute else (), run.ahead)
 
 
@@ -314,8 +312,6 @@ class _Run:
         self.waiting: dict[int, ShardTiming] = {}  # requested, not yet handed to the decoder
         self.left: list[ShardTiming] = []  # left to the phone, not reached by the model yet
         self.ahead: list[int] = []  # the loop's :attr:`FetchLoop.ahead`
-        #: Asked for with the preamble: the live fetcher does not count its bytes in flight.
-        self.with_preamble: tuple[int, ...] = ()
         self._timed_at: float | None = None  # when the phone knows what a block costs
 
     # -- what the loop asks -------------------------------------------------------------

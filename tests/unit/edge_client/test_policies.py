@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -69,21 +68,6 @@ def test_mpc_never_plans_a_stall_it_can_avoid():
     plan = [RobustMPCPolicy().choose(c)]
     assert simulate(c, plan, constant_rate(2e6)).stall == 0.0
     assert simulate(c, ["full"], constant_rate(2e6)).stall > 0.0
-
-
-def test_a_plan_counts_the_bytes_still_in_flight():
-    """A new request's bytes follow what is still to come of the downloads in flight
-    (``PlanContext.in_flight_bytes``, timed at the plan's rate): bytes its own round trip covers
-    change nothing (20 kB at 2 MB/s: 10 ms), more delay it, and MPC picks a smaller level in time."""
-    idle, transfer = ctx(2e6), constant_rate(2e6)
-
-    def arrival(in_flight: int) -> float:
-        return simulate(replace(idle, in_flight_bytes=in_flight), ["medium"], transfer).fetch_free
-
-    assert arrival(0) == arrival(20_000) == pytest.approx(0.01 + 0.02)  # a round trip, then 40 kB
-    assert arrival(100_000) == pytest.approx(0.05 + 0.02)
-    assert RobustMPCPolicy().choose(idle) == "medium"
-    assert RobustMPCPolicy().choose(replace(idle, in_flight_bytes=60_000)) == "compact"
 
 
 def test_a_cached_level_is_free_so_it_is_taken():

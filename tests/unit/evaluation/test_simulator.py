@@ -102,26 +102,6 @@ def test_a_cold_session_sends_its_second_request_at_the_first_byte_of_the_first(
     assert second.first_byte_at == pytest.approx(first.arrived_at)  # bytes follow bytes
 
 
-def test_the_planner_is_told_the_bytes_still_to_come_not_when_the_link_frees(pinned_geometry, monkeypatch):
-    """The live planner knows the bytes still to come of the downloads in flight, not when they
-    will be in (``PlanContext.in_flight_bytes``; tests/unit/edge_client/test_adaptation.py shows the
-    live side): the next request leaves a round trip before a response ends, so at 0.2 Mbit/s and
-    50 ms every choice after the first is told a round trip of bytes, 1250, is still to come."""
-    from sakura.edge_client import policy as policies
-
-    told: dict[int, int] = {}
-    real = policies.RobustMPCPolicy.choose
-
-    def spy(self, ctx):
-        told.setdefault(ctx.index, ctx.in_flight_bytes)
-        return real(self, ctx)
-
-    monkeypatch.setattr(policies.RobustMPCPolicy, "choose", spy)
-    EditSimulator(pinned_geometry, steady(0.2), 1.0, rtt_s=0.05).run("sakura-fetch-only")
-    assert told[0] == 0
-    assert [told[i] for i in range(1, 6)] == pytest.approx([0.05 * 0.2e6 / 8] * 5, abs=1)
-
-
 # -- the live hybrid edits' judgements of time (tests/unit/edge_client/test_hybrid_edit.py) ----------
 def paced(g: EditGeometry, block_s: float, gap_s: float = 0.05) -> EditGeometry:
     """The pinned geometry on a phone paced as the live tests pace theirs (``PacedDevice``): each
