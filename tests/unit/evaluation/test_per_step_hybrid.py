@@ -8,6 +8,7 @@ from importlib import resources
 
 import pytest
 
+from sakura.edge_client.planning import with_preparation
 from sakura.emulation.traces import BandwidthTrace, load_trace
 from sakura.evaluation.geometry import EditGeometry, ManifestWire
 from sakura.evaluation.profiles import device_profile
@@ -129,7 +130,9 @@ def test_a_cold_phone_is_not_kept_from_computing_by_a_preparation_charged_at_eve
     1 Gbit/s the hybrid fetched every block, 1.3 times the phone computing alone; the planner now
     charges each pass its share (``planning.with_preparation``)."""
     g = _geometry("analytic:sd35-medium@512/512/12", "flagship-npu")
-    assert g.reference_encode_s > 0  # the premise: the analytic geometry has a preparation to charge (no clock)
+    # the premise: the geometry has a preparation for the planner to charge (it changes block costs)
+    blocks = tuple(g.shard_compute_s)
+    assert with_preparation(blocks, g.reference_encode_s, g.shards_per_step, shared=True) != blocks
     sim = EditSimulator(g, BandwidthTrace.constant(mbps), 10.0, rtt_s=0.055)
     sakura, alone = sim.run("sakura"), sim.run("on-device-prepared")
     assert "compute" in sakura.levels
