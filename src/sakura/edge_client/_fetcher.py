@@ -51,6 +51,7 @@ class ShardFetcher:
         self._active = 0  # downloads in flight
         self._lengths: dict[int, int] = {}  # per shard being downloaded, its length
         self._received: dict[int, int] = {}  # per shard, bytes of the download in progress
+        self._asked: dict[int, float] = {}  # per shard being downloaded, when it was asked for (edit clock)
         self._lock = threading.Lock()
 
     @property
@@ -68,6 +69,17 @@ class ShardFetcher:
         with self._lock:
             length = self._lengths.get(index)
             return None if length is None else max(0, length - self._received.get(index, 0))
+
+    def in_flight(self) -> list[tuple[float, int, int]]:
+        """The downloads in flight in the order asked, first bytes in or not: when each was asked
+        for (edit clock), its bytes received and its length (what the planner reads:
+        ``planning.in_flight``). Shard 0 asked for with the preamble is not among them."""
+        with self._lock:
+            return [(self._asked[i], self._received.get(i, 0), length) for i, length in self._lengths.items()]
+
+    def bytes_to_come(self) -> int:
+        """Bytes still to come of the downloads in flight."""
+        return sum(length - received for _, received, length in self.in_flight())
 
     def cached_levels(self, index: int) -> list[str]:
         if self.cache is None:
@@ -132,10 +144,9 @@ class ShardFetcher:
 
     def _near_end_in(self, nbytes: int, bytes_per_s: float, rtt_s: float) -> float:
         """Seconds from now to a round trip before the last byte of a response of ``nbytes`` asked
-        for now: its bytes follow, on the one link, what is still to come of the downloads in flight."""
-        with self._lock:
-            ahead = sum(length - self._received.get(i, 0) for i, length in self._lengths.items())
-        return max(rtt_s, ahead / bytes_per_s) + nbytes / bytes_per_s - rtt_s
+        for now: its bytes follow, on the one link, what is still to come of the downloads in flight
+        (the planner's view too: ``PlanContext.in_flight``)."""
+        return max(rtt_s, self.bytes_to_come() / bytes_per_s) + nbytes / bytes_per_s - rtt_s
 
     def _download(
         self, index: int, level: str, timing: ShardTiming, abandon: AbandonCheck, cancel: CancelFlag,
@@ -154,7 +165,7 @@ class ShardFetcher:
         if estimate is not None:
             timer.start()
         with self._lock:
-            self._lengths[index], self._received[index] = location.length, 0
+            self._lengths[index], self._received[index], self._asked[index] = location.length, 0, self.clock()
         if timing.requested_at is None:
             timing.requested_at = self.clock()
         own = DownloadRate(self.meter)
@@ -186,6 +197,7 @@ class ShardFetcher:
             with self._lock:
                 self._active -= 1
                 self._lengths.pop(index, None)
+                self._asked.pop(index, None)
         timing.first_byte_at = timing.first_byte_at or got.first_byte_at + self._to_edit
         timing.bytes += location.length
         timing.attempts += got.attempts

@@ -152,12 +152,12 @@ class StreamingKV:
         at_frontier = template.reaches(index)
         if not known and not at_frontier:
             return _WAIT  # what computing costs is learnt at the frontier first
-        due, now = p.fetch_due(index, asked), p.clock()
+        due, now, costs = p.fetch_due(index, asked), p.clock(), template.block_costs(known)
         if not at_frontier and climbs(
-                due, now, block_s=template.block_costs(known)[template.pass_frontier(index)],
-                begun=template.begun(index), waited=now - asked, pass_s=template.rest_s(index, known)):
+                due, now, block_s=costs[template.pass_frontier(index)],
+                begun=template.begun(index), waited=now - asked, pass_s=template.rest_s(index, costs)):
             return _CLIMB
-        if computes_instead(due, now, waited=now - asked, compute_s=template.cost_s(index, known)):
+        if computes_instead(due, now, waited=now - asked, compute_s=template.cost_s(index, costs)):
             return _COMPUTE
         return _WAIT
 

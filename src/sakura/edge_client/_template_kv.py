@@ -74,14 +74,15 @@ class TemplateComputer:
         KV was fetched: it is dropped, its output carries the pass)."""
         self.compute(self.pass_frontier(index))
 
-    def cost_s(self, index: int, known: tuple[float, ...]) -> float:
-        """Predicted seconds to compute shard ``index``: every block of its pass from the frontier up to it."""
-        return sum(self.block_costs(known)[self.pass_frontier(index):index + 1])
+    def cost_s(self, index: int, costs: tuple[float, ...]) -> float:
+        """Predicted seconds to compute shard ``index``: every block of its pass from the frontier
+        up to it (``costs``: :meth:`block_costs`)."""
+        return sum(costs[self.pass_frontier(index):index + 1])
 
-    def rest_s(self, index: int, known: tuple[float, ...]) -> float:
-        """Predicted seconds to run shard ``index``'s pass from its frontier to its end."""
-        first = self._pass_start(index)
-        return sum(self.block_costs(known)[self.pass_frontier(index):first + self._pass_shards])
+    def rest_s(self, index: int, costs: tuple[float, ...]) -> float:
+        """Predicted seconds to run shard ``index``'s pass from its frontier to its end (``costs``:
+        :meth:`block_costs`)."""
+        return sum(costs[self.pass_frontier(index):self._pass_start(index) + self._pass_shards])
 
     def compute(self, index: int) -> KVPair:
         """Shard ``index``'s KV, computed here (its pass runs on from the frontier to it)."""

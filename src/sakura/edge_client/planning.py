@@ -24,7 +24,7 @@ outweighs any quality gain, so the earliest finish comes first and quality secon
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -112,8 +112,9 @@ class PlanContext:
     decode_s: dict[str, float]
     ready_at: float
     decode_free_at: float = 0.0
-    #: When the link finishes the response in flight (``now`` when idle).
-    link_free_at: float | None = None
+    #: The downloads in flight, in the order asked: when each one's bytes can flow and how many
+    #: are still to come (:func:`in_flight`); the link carries them before a new request's.
+    in_flight: tuple[tuple[float, int], ...] = ()
     #: Seconds the phone takes to compute each shard's template KV; empty when it cannot.
     template_compute: tuple[float, ...] = ()
     #: Shards per pass of the reference tokens (a KV-cached model has one pass: every shard).
@@ -172,10 +173,24 @@ class PlanState:
         return self.quality - penalty * (self.stall + self.computing)
 
 
-def start_state(ctx: PlanContext) -> PlanState:
-    link_free = ctx.now if ctx.link_free_at is None else max(ctx.now, ctx.link_free_at)
+def start_state(ctx: PlanContext, transfer: TransferTime) -> PlanState:
+    """Where a plan from ``ctx`` starts: the link is free once the bytes in flight are in, timed at
+    the rate the plan is made at (the phone knows how many are still to come, not when they will be)."""
+    link_free = ctx.now
+    for flows_from, nbytes in ctx.in_flight:
+        begin = max(link_free, flows_from)
+        link_free = begin + transfer(begin, nbytes)
     return PlanState(fetch_free=link_free, decode_free=max(ctx.decode_free_at, ctx.now), ready=ctx.ready_at,
                      next_request=ctx.now, hashes_due=ctx.hashes_bytes)
+
+
+def in_flight(now: float, rtt_s: float, downloads: Iterable[tuple[float, int, int]]) -> tuple[tuple[float, int], ...]:
+    """:attr:`PlanContext.in_flight` from the downloads in flight, each ``(asked_at, received,
+    length)`` in the order asked: what is still to come of one flows from now once its first byte is
+    in, and not before a round trip after it was asked for while none is (live:
+    ``ShardFetcher.in_flight``; simulated: ``SimulatedLink.in_flight``)."""
+    return tuple((now if received else max(now, asked_at + rtt_s), length - received)
+                 for asked_at, received, length in downloads if length > received)
 
 
 def advance(state: PlanState, ctx: PlanContext, index: int, level: str, transfer: TransferTime) -> PlanState:
@@ -260,7 +275,7 @@ def best_split(ctx: PlanContext, transfer: TransferTime, penalty: float = DEFAUL
     if not (ctx.can_compute and ctx.template_compute):
         return 0
     end = ctx.pass_end()
-    prefix = [start_state(ctx)]  # prefix[k]: the first k shards computed
+    prefix = [start_state(ctx, transfer)]  # prefix[k]: the first k shards computed
     for index in range(ctx.index, end):
         prefix.append(_computed(prefix[-1], ctx, index))
     n = end - ctx.index
@@ -287,7 +302,7 @@ def take_back(ctx: PlanContext, top: int, transfer: TransferTime, penalty: float
     compute the rest. Returns the level of the best-scoring plan that fetches ``top``, or None
     when computing them all scores best (ties go to fewer bytes). Linear in the prefix (a
     per-step model's loop asks after each block while the link idles): :func:`_fetching_top_down`."""
-    computed = [start_state(ctx)]  # computed[m]: the first m of them computed
+    computed = [start_state(ctx, transfer)]  # computed[m]: the first m of them computed
     for index in range(ctx.index, top + 1):
         computed.append(_computed(computed[-1], ctx, index))
     scores = {level: _fetching_top_down(ctx, top, level, transfer, computed, penalty) for level in ctx.levels}
@@ -322,7 +337,7 @@ def _fetching_top_down(ctx: PlanContext, top: int, level: str, transfer: Transfe
 def fetched_top_down(ctx: PlanContext, top: int, k: int, level: str, transfer: TransferTime) -> dict[int, float]:
     """When each of the top ``k`` shards from ``top`` down is decoded, fetched at ``level`` in that
     order from the start state (what :func:`take_back` weighs)."""
-    state = start_state(ctx)
+    state = start_state(ctx, transfer)
     fetch_free, request, decode_free = state.fetch_free, state.next_request, state.decode_free
     if k:
         fetch_free, request = _hashes_first(fetch_free, request, state.hashes_due, ctx.rtt_s, transfer)
@@ -345,7 +360,7 @@ def _fetched(state: PlanState, ctx: PlanContext, split: int, level: str, end: in
 
 
 def simulate(ctx: PlanContext, plan: Sequence[str], transfer: TransferTime) -> PlanState:
-    state = start_state(ctx)
+    state = start_state(ctx, transfer)
     for offset, level in enumerate(plan):
         state = advance(state, ctx, ctx.index + offset, level, transfer)
     return state
@@ -385,7 +400,7 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
                  utility: dict[str, float], estimate: Estimate | None, rtt_s: float, compute: Sequence[float],
                  startup: float, decode_s: dict[str, float], compute_start: float,
                  last_consumed: tuple[int, float] | None, decode_free_at: float | None = None,
-                 link_free_at: float | None = None, template_compute: Sequence[float] = (),
+                 downloads: Iterable[tuple[float, int, int]] = (), template_compute: Sequence[float] = (),
                  computed: Sequence[int] = (), ahead: Sequence[int] = (), can_compute: bool = False,
                  pass_shards: int = 0, hashes_bytes: int = 0, window: int = 0) -> PlanContext:
     """The context of shard ``index`` at ``now``, for the live pipeline and the simulator alike.
@@ -395,7 +410,8 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
     first); ``computed``: shards left to the phone, whose ``template_compute`` the stage spends on
     its way to ``index``; ``ahead``: the top of the pass, requested while a fresh phone timed its
     first block (:attr:`FetchLoop.ahead`): those above ``index`` are on their way, with no byte
-    left to plan for. ``decode_free_at`` defaults to ``now``. ``window``: the stage
+    left to plan for (what is still to come of them is in ``downloads``, the downloads in flight
+    as :func:`in_flight` reads them). ``decode_free_at`` defaults to ``now``. ``window``: the stage
     queues' depth (:func:`stage_window`), 0 when unbounded.
     """
     if last_consumed is None:
@@ -415,7 +431,8 @@ def plan_context(now: float, index: int, *, levels: Sequence[str], shards: Seque
     return PlanContext(
         now=now, index=index, levels=tuple(levels), shards=tuple(shards), utility=utility, estimate=estimate,
         rtt_s=rtt_s, compute=tuple(compute), decode_s=decode_s, ready_at=ready,
-        decode_free_at=now if decode_free_at is None else decode_free_at, link_free_at=link_free_at,
+        decode_free_at=now if decode_free_at is None else decode_free_at,
+        in_flight=in_flight(now, rtt_s, downloads),
         template_compute=tuple(template_compute), can_compute=can_compute, pass_shards=pass_shards,
         hashes_bytes=hashes_bytes, window=window, phone_before=phone_before,
         taken_before=_taken_before(ready, index, _binding_lag(window, len(shards)), compute, phone_s))

@@ -145,7 +145,7 @@ class RobustMPCPolicy(_Adaptive):
                 return state.score(self.stall_penalty)
             return max(best_score(advance(state, ctx, index, lvl, transfer), index + 1) for lvl in ctx.levels)
 
-        start = start_state(ctx)
+        start = start_state(ctx, transfer)
         scores = [best_score(advance(start, ctx, ctx.index, lvl, transfer), ctx.index + 1) for lvl in ctx.levels]
         return ctx.levels[max(range(len(scores)), key=lambda i: (scores[i], -i))]
 

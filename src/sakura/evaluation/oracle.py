@@ -47,7 +47,7 @@ class OraclePolicy:
     def plan(self, ctx: PlanContext) -> list[str]:
         """The best levels for shards ``ctx.index`` onwards."""
         transfer = self.transfer()
-        frontier: dict[tuple[int, int], tuple[PlanState, list[str]]] = {(0, 0): (start_state(ctx), [])}
+        frontier: dict[tuple[int, int], tuple[PlanState, list[str]]] = {(0, 0): (start_state(ctx, transfer), [])}
         last = len(ctx.shards) if self.horizon is None else min(len(ctx.shards), ctx.index + self.horizon)
         for index in range(ctx.index, last):
             grown: dict[tuple[int, int], tuple[PlanState, list[str]]] = {}

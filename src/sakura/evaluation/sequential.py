@@ -27,7 +27,7 @@ def sequential(sim: SimulatedLink, model: SimulatedModel, policy: LevelPolicy, s
     shards: list[ShardTiming] = []
     request = link_free = t
     for i in range(sim.g.shards):
-        ctx = sim.context(i, request, est, [], t, request, link_free)
+        ctx = sim.context(i, request, est, [], t, request, sim.in_flight(request))
         shard = sim.fetch(i, policy.choose(ctx), request, link_free, est, None, [], t)
         shards.append(shard)
         link_free, request = arrived(shard), _next_request(sim, shards)

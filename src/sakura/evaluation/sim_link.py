@@ -5,7 +5,9 @@ fetcher's mechanics on it (its near-done timer, mid-download abandonment), with 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_right, insort
+from collections.abc import Collection, Iterable, Sequence
+from typing import NamedTuple
 
 from sakura.edge_client import LevelPolicy, PlanContext
 from sakura.edge_client.estimator import BandwidthEstimator
@@ -38,6 +40,17 @@ def first_byte(shard: ShardTiming) -> float:
     return shard.first_byte_at
 
 
+class _Attempt(NamedTuple):
+    """One request the simulated link carried: a shard at the level it was asked for then (a
+    download abandoned for a smaller level is an attempt of its own)."""
+
+    shard: int
+    asked: float
+    begin: float  # its first byte
+    until: float  # its last byte, or when it was abandoned
+    length: int
+
+
 class SimulatedLink:
     """Edits of ``geometry`` over ``trace`` from ``start`` seconds into it; ``cold``: a fresh
     session (no bandwidth samples, no compute calibration); ``warm_template``: the template's
@@ -58,11 +71,15 @@ class SimulatedLink:
         #: (its request plus its bytes at the rate expected then; None without an estimate).
         self._timers: dict[int, float | None] = {}
         self.rates: dict[int, float | None] = {}  # the rate each request expected
+        #: Every request of the edit, in the order the link ends them (the fetcher decides its
+        #: abandonment at once, so a request is recorded at the level it had when it was asked for).
+        self._attempts: list[_Attempt] = []
 
     def reset(self) -> None:
         """A new edit starts."""
         self._timers.clear()
         self.rates.clear()
+        self._attempts.clear()
 
     def transfer(self, at: float, nbytes: int) -> float:
         return self.trace.transfer_time(self.start + at, nbytes)
@@ -116,6 +133,24 @@ class SimulatedLink:
             return first_byte(shard)
         return min(arrived(shard), timer, max(first_byte(shard), arrived(shard) - self.rtt))
 
+    def received(self, shard: ShardTiming, at: float) -> int:
+        """Bytes of ``shard``'s download in by ``at``: they flow from its first byte on."""
+        return self._received(first_byte(shard), self.g.sizes[shard.level][shard.index], at)
+
+    def _received(self, begin: float, length: int, at: float) -> int:
+        return int(min(length, self.delivered(begin, at))) if at > begin else 0
+
+    def in_flight(self, at: float, exclude: Collection[int] = ()) -> list[tuple[float, int, int]]:
+        """The downloads in flight at ``at`` as the live fetcher knows them
+        (``ShardFetcher.in_flight``): asked for by then and not yet ended, in the order asked,
+        each ``(asked_at, received, length)``, except shards ``exclude``. The link ends requests
+        in the order they hold it, so those not ended by ``at`` are the tail from the first that
+        ends after it."""
+        first = bisect_right(self._attempts, at, key=lambda a: a.until)
+        return [(a.asked, self._received(a.begin, a.length, at), a.length)
+                for a in sorted(self._attempts[first:], key=lambda a: a.asked)
+                if a.asked <= at and a.shard not in exclude]
+
     def fetch(self, i: int, level: str, t: float, link_free: float, est: BandwidthEstimator | None,
                policy: LevelPolicy | None, consumed: list[ShardTiming], compute_start: float,
                rate: float | None = None) -> ShardTiming:
@@ -130,14 +165,16 @@ class SimulatedLink:
             begin = max(t + self.rtt, link_free)
             size = self.g.sizes[level][i]
             arrival = begin + self.transfer(begin, size)
-            switch = self._abandon_point(i, level, begin, arrival, est, policy, consumed, compute_start)
+            switch = self._abandon_point(i, level, t, begin, arrival, est, policy, consumed, compute_start)
             if switch is None:
                 break
             at, received, smaller = switch
+            insort(self._attempts, _Attempt(i, t, begin, at, size), key=lambda a: a.until)
             shard.abandoned.append(level)
             shard.bytes += received
             est.observe(received, at - begin, at=at)  # type: ignore[union-attr]
             t, link_free, level = at, at, smaller
+        insort(self._attempts, _Attempt(i, t, begin, arrival, size), key=lambda a: a.until)
         shard.level, shard.arrived_at, shard.first_byte_at = level, arrival, begin
         shard.bytes += size
         shard.attempts = 1
@@ -152,16 +189,20 @@ class SimulatedLink:
             est.observe(size, max(arrival - begin, 1e-6), at=arrival)
         return shard
 
-    def _abandon_point(self, i: int, level: str, begin: float, arrival: float, est: BandwidthEstimator | None,
-                       policy: LevelPolicy | None, consumed: list[ShardTiming],
+    def _abandon_point(self, i: int, level: str, asked: float, begin: float, arrival: float,
+                       est: BandwidthEstimator | None, policy: LevelPolicy | None, consumed: list[ShardTiming],
                        compute_start: float) -> tuple[float, int, str] | None:
+        """Where the live fetcher would abandon shard ``i``'s download at ``level`` (asked for at
+        ``asked``) for a smaller level: when, its bytes in by then, and the level. The downloads
+        asked before it ended before its first byte; those asked after it are not simulated yet,
+        so the policy is told of this one alone."""
         if policy is None or est is None or arrival - begin <= ABANDON_MIN_S or level == self.g.levels[0]:
             return None  # a policy abandons for a smaller level: there is none below the smallest
         size, at = self.g.sizes[level][i], begin + ABANDON_MIN_S
         while at < arrival:
             received = int(min(size, self.delivered(begin, at)))
             done = [s for s in consumed if s.consumed_at is not None and s.consumed_at <= at]
-            ctx = self.context(i, at, est, done, compute_start, at, arrival)
+            ctx = self.context(i, at, est, done, compute_start, at, [(asked, received, size)])
             smaller = policy.abandon(ctx, level, received, received / (at - begin))
             if smaller is not None and smaller != level:
                 return at, received, smaller
@@ -169,14 +210,15 @@ class SimulatedLink:
         return None
 
     def context(self, i: int, now: float, est: BandwidthEstimator, done: list[ShardTiming], compute_start: float,
-                 decode_free: float, link_free: float, can_compute: bool = False,
+                 decode_free: float, downloads: Iterable[tuple[float, int, int]], can_compute: bool = False,
                 left: Sequence[ShardTiming] = (), hashes_bytes: int = 0,
                 template_compute: tuple[float, ...] = (), ahead: Sequence[int] = ()) -> PlanContext:
         """What the live pipeline's policy would know at ``now`` (``done``: the shards consumed so
         far; ``left``: those left to the phone it has not reached yet; ``ahead``: those
         requested from the top while a fresh phone timed its first block; ``hashes_bytes``: the shard
         hashes object, while the first fetched shard still waits for it; ``template_compute``:
-        what the phone knows its template blocks cost, when it may compute)."""
+        what the phone knows its template blocks cost, when it may compute; ``downloads``: those in
+        flight, :meth:`in_flight`)."""
         g = self.g
         startup, gaps = g.startup_s, list(g.gaps_s)
         if self.cold:  # a fresh session learns compute times as the model asks for shards
@@ -188,7 +230,7 @@ class SimulatedLink:
         return plan_context(now, i, levels=g.levels, shards=self._options, utility=self._utility,
                             estimate=est.estimate(now), rtt_s=est.rtt_s, compute=gaps, startup=startup,
                             decode_s=self.mean_decode, compute_start=compute_start, last_consumed=last,
-                            decode_free_at=decode_free, link_free_at=link_free,
+                            decode_free_at=decode_free, downloads=downloads,
                             template_compute=template_compute,
                             computed=[s.index for s in (*done, *left) if s.computed], ahead=ahead,
                             pass_shards=self.g.shards_per_step, can_compute=can_compute, hashes_bytes=hashes_bytes,

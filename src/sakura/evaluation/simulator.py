@@ -184,6 +184,7 @@ class EditSimulator:
             shard = self.link.fetch(0, self.g.levels[0], 0.0, edit.preamble_s, None, None, [], t)
             est.observe(shard.bytes, max(arrived(shard) - first_byte(shard), 1e-6), at=arrived(shard))
             run.waiting[0], asked = shard, (0,)
+            run.with_preamble = asked
             run.link_free = arrived(shard)
         loop = FetchLoop(self.n, pass_shards=self.g.shards_per_step, one_pass=self.g.kv_cached,
                          max_in_flight=MAX_IN_FLIGHT, computes=hybrid, takes_back=can_take_back(policy), asked=asked)
@@ -264,10 +265,10 @@ class EditSimulator:
         frontier = max(self.model.frontier, self.model.pass_start(i))
         if not known and frontier != i:
             return None, needed
-        size, first = self.g.sizes[shard.level][i], first_byte(shard)
+        size = self.g.sizes[shard.level][i]
 
         def received_by(at: float) -> int:
-            return int(min(size, self.delivered(first, at))) if at > first else 0
+            return self.link.received(shard, at)
 
         start, per = self.model.pass_start(i), self.g.shards_per_step  # its pass
         later = sum(min(self.g.sizes[lvl][j] for lvl in self.g.levels) for j in range(i + 1, start + per))
@@ -295,7 +296,7 @@ class EditSimulator:
         edit = run.stages.edit
         hashes = self.g.shard_hashes_bytes if run.hashes_due else 0
         return self.link.context(i, run.t, run.est, edit.shards, edit.compute_start, run.stages.decode_free,
-                                 run.link_free, can_compute, run.left, hashes,
+                                 self.link.in_flight(run.t, exclude=run.with_preamble), can_compute, run.left, hashes,
                                  self.model.template_s(edit.shards, shared=True) if can_compute else (), run.ahead)
 
 
@@ -312,6 +313,8 @@ class _Run:
         self.waiting: dict[int, ShardTiming] = {}  # requested, not yet handed to the decoder
         self.left: list[ShardTiming] = []  # left to the phone, not reached by the model yet
         self.ahead: list[int] = []  # the loop's :attr:`FetchLoop.ahead`
+        #: Asked for with the preamble: the live fetcher does not count its bytes in flight.
+        self.with_preamble: tuple[int, ...] = ()
         self._timed_at: float | None = None  # when the phone knows what a block costs
 
     # -- what the loop asks -------------------------------------------------------------

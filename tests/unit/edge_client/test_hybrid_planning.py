@@ -173,7 +173,7 @@ def test_the_pruned_search_finds_the_exhaustive_split(seed):
 def _taken_back(c: PlanContext, top: int, k: int, level: str, rate: float) -> PlanState:
     """One plan take_back weighs, shard by shard: the top ``k`` fetched top down at ``level``, the
     rest computed, and the model taking them in order."""
-    state, decoded = start_state(c), fetched_top_down(c, top, k, level, constant_rate(rate))
+    state, decoded = start_state(c, constant_rate(rate)), fetched_top_down(c, top, k, level, constant_rate(rate))
     for index in range(c.index, top + 1):
         if index not in decoded:
             state = _computed(state, c, index)
@@ -208,7 +208,8 @@ def test_take_back_in_one_pass_finds_what_simulating_every_plan_finds(seed):
     index = rng.randrange(n)
     c = replace(ctx(rate, n=n), shards=shards, index=index, ready_at=rng.uniform(0, 0.1),
                 template_compute=tuple(rng.uniform(0.001, 0.05) for _ in range(n)),
-                compute=tuple(rng.uniform(0.0, 0.03) for _ in range(n)), link_free_at=rng.uniform(0, 0.1),
+                compute=tuple(rng.uniform(0.0, 0.03) for _ in range(n)),
+                in_flight=rng.choice([(), ((0.0, 3_000),), ((0.02, 40_000), (0.05, 3_000))]),
                 decode_free_at=rng.uniform(0, 0.1), hashes_bytes=rng.choice([0, 5_000]))
     top, penalty = rng.randrange(index, n), rng.choice([1.0, 4.0, 1000.0])
     assert take_back(c, top, constant_rate(rate), penalty) == _exhaustive_take_back(c, top, rate, penalty)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from sakura.edge_client import PlanContext, make_policy
+from sakura.edge_client import PlanContext, make_policy, planning
 from sakura.edge_client.errors import PolicyError
 from sakura.edge_client.estimator import Estimate
 from sakura.edge_client.planning import ShardOption, constant_rate, level_utility, simulate
@@ -68,6 +69,31 @@ def test_mpc_never_plans_a_stall_it_can_avoid():
     plan = [RobustMPCPolicy().choose(c)]
     assert simulate(c, plan, constant_rate(2e6)).stall == 0.0
     assert simulate(c, ["full"], constant_rate(2e6)).stall > 0.0
+
+
+def test_a_plan_counts_the_downloads_still_in_flight():
+    """A new request's bytes follow what is still to come of the downloads in flight
+    (``PlanContext.in_flight``, timed at the plan's rate): bytes its own round trip covers
+    change nothing (20 kB at 2 MB/s: 10 ms), more delay it, and MPC picks a smaller level in time.
+    A download whose first byte is not in yet delivers nothing before a round trip after it was
+    asked for, so the same 20 kB asked for just now delay it."""
+    idle, transfer = ctx(2e6), constant_rate(2e6)
+
+    def arrival(*downloads: tuple[float, int, int]) -> float:
+        in_flight = planning.in_flight(idle.now, idle.rtt_s, downloads)
+        return simulate(replace(idle, in_flight=in_flight), ["medium"], transfer).fetch_free
+
+    assert arrival() == arrival((-1.0, 5_000, 25_000)) == pytest.approx(0.01 + 0.02)  # a round trip, then 40 kB
+    assert arrival((-1.0, 0, 100_000)) == pytest.approx(0.05 + 0.02)
+    assert arrival((idle.now, 0, 20_000)) == pytest.approx(0.01 + 0.01 + 0.02)  # asked now: its round trip first
+    assert arrival((idle.now, 0, 20_000), (idle.now, 0, 20_000)) == pytest.approx(0.01 + 0.02 + 0.02)
+    assert RobustMPCPolicy().choose(idle) == "medium"
+    assert RobustMPCPolicy().choose(replace(idle, in_flight=((0.0, 60_000),))) == "compact"
+
+
+def test_in_flight_drops_downloads_already_in():
+    assert planning.in_flight(1.0, 0.05, [(0.9, 300, 300), (0.95, 0, 100), (0.2, 50, 400)]) == (
+        (1.0, 100), (1.0, 350))
 
 
 def test_a_cached_level_is_free_so_it_is_taken():

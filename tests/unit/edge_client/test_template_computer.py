@@ -54,6 +54,7 @@ def test_a_later_steps_pass_starts_at_its_first_block_and_the_one_before_stops()
     known = tuple(float(i) for i in range(len(KEYS)))
     assert computer.cost_s(6, known) == 4 + 5 + 6  # step 1's blocks 0..2, none of step 0's rest
     assert computer.cost_s(3, known) == 2 + 3
+    assert computer.rest_s(6, known) == 4 + 5 + 6 + 7 and computer.rest_s(3, known) == 2 + 3
     computer.compute(5)
     assert passes.started == [0, 1] and passes.closed == 1  # step 0's blocks 2 and 3 never ran
     assert passes.ran == [*KEYS[0:2], *KEYS[4:6]] and computer.frontier == 6
@@ -71,7 +72,7 @@ def test_the_preparation_counts_on_the_first_block_of_each_pass_until_one_starts
     known = (1.0,) * len(KEYS)
     costs = computer.block_costs(known)
     assert [i for i, s in enumerate(costs) if s > 1.0] == [0, 4, 8]
-    assert computer.cost_s(5, known) == 12.0
+    assert computer.cost_s(5, costs) == 12.0
     shares = computer.block_costs(known, shared=True)  # the planner's: 3 passes share it
     assert [round(shares[i] - 1.0, 6) for i in (0, 4, 8)] == [round(10 / 3, 6), 5.0, 10.0]
     assert [i for i, s in enumerate(shares) if s > 1.0] == [0, 4, 8]

@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sakura.edge_client.planning import ABANDON_MIN_S
 from sakura.emulation.traces import BandwidthTrace, load_traces
 from sakura.evaluation import SYSTEMS, EditSimulator
 from sakura.evaluation.geometry import EditGeometry
+from sakura.evaluation.sim_link import SimulatedLink, arrived
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
 ORACLE_GOAL = 1.10  # sakura / oracle, the target of docs/validation.md ("Against the goals")
@@ -100,6 +102,59 @@ def test_a_cold_session_sends_its_second_request_at_the_first_byte_of_the_first(
     first, second = edit.shards[0], edit.shards[1]
     assert second.requested_at == pytest.approx(first.first_byte_at)
     assert second.first_byte_at == pytest.approx(first.arrived_at)  # bytes follow bytes
+
+
+def test_the_planner_is_told_the_bytes_still_to_come_not_when_the_link_frees(pinned_geometry, monkeypatch):
+    """The live planner knows the bytes still to come of the downloads in flight, not when they
+    will be in (``PlanContext.in_flight``; tests/unit/edge_client/test_adaptation.py shows the
+    live side): the next request leaves a round trip before a response ends, so at 0.2 Mbit/s and
+    50 ms every choice after the first is told of one download, its first bytes in (its rest flows
+    from now), with a round trip of bytes, 1250, still to come."""
+    from sakura.edge_client import policy as policies
+
+    told: dict[int, tuple[float, tuple[tuple[float, int], ...]]] = {}
+    real = policies.RobustMPCPolicy.choose
+
+    def spy(self, ctx):
+        told.setdefault(ctx.index, (ctx.now, ctx.in_flight))
+        return real(self, ctx)
+
+    monkeypatch.setattr(policies.RobustMPCPolicy, "choose", spy)
+    EditSimulator(pinned_geometry, steady(0.2), 1.0, rtt_s=0.05).run("sakura-fetch-only")
+    assert told[0][1] == ()
+    for now, in_flight in (told[i] for i in range(1, 6)):
+        (flows_from, nbytes), = in_flight
+        assert flows_from == now
+        assert nbytes == pytest.approx(0.05 * 0.2e6 / 8, abs=1)
+
+
+class _AbandonsAtOnce:
+    """Abandons every download above the smallest level at its first check (``ABANDON_MIN_S``)."""
+
+    name = "abandons-at-once"
+
+    def choose(self, ctx):
+        return ctx.levels[-1]
+
+    def abandon(self, ctx, level, received, rate):
+        return ctx.levels[0]
+
+
+def test_the_link_tells_of_a_download_abandoned_at_the_level_it_was_asked_for(pinned_geometry):
+    """The simulated fetcher decides a download's abandonment when it is asked for; until it is
+    abandoned, the phone knows of it at the level it asked for (its first bytes in), not the smaller
+    one it switched to; then of the smaller one's request, no byte in yet; nothing once it is in."""
+    g = pinned_geometry
+    link = SimulatedLink(g, steady(0.2), 1.0, rtt_s=0.05, cold=False, warm_template=True)
+    smallest, largest = g.levels[0], g.levels[-1]
+    shard = link.fetch(3, largest, 0.0, 0.0, link.primed_estimator(), _AbandonsAtOnce(), [], 0.0)
+    assert shard.abandoned == [largest] and shard.level == smallest
+    switched = 0.05 + ABANDON_MIN_S  # a round trip, then the first check
+    (asked, received, length), = link.in_flight(0.05 + ABANDON_MIN_S / 2)
+    assert (asked, length) == (0.0, g.sizes[largest][3]) and received > 0
+    assert link.in_flight(switched + 0.01) == [(switched, 0, g.sizes[smallest][3])]
+    assert link.in_flight(arrived(shard)) == []
+    assert link.in_flight(arrived(shard) - 0.01, exclude=(3,)) == []
 
 
 # -- the live hybrid edits' judgements of time (tests/unit/edge_client/test_hybrid_edit.py) ----------
