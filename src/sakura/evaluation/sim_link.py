@@ -143,9 +143,9 @@ class SimulatedLink:
     def in_flight(self, at: float, exclude: Collection[int] = ()) -> list[tuple[float, int, int]]:
         """The downloads in flight at ``at`` as the live fetcher knows them
         (``ShardFetcher.in_flight``): asked for by then and not yet ended, in the order asked,
-        each ``(asked_at, received, length)``, except shards ``exclude``. The link ends requests
-        in the order they hold it, so those not ended by ``at`` are the tail from the first that
-        ends after it."""
+        each ``(asked_at, received, length)``, except shards ``exclude``. The requests are kept
+        sorted by when they end, so those not ended by ``at`` are the tail from the first that ends
+        after it."""
         first = bisect_right(self._attempts, at, key=lambda a: a.until)
         return [(a.asked, self._received(a.begin, a.length, at), a.length)
                 for a in sorted(self._attempts[first:], key=lambda a: a.asked)
