@@ -164,10 +164,11 @@ class ShardFetcher:
         timer.daemon = True
         if estimate is not None:
             timer.start()
+        asked = self.clock()
         with self._lock:
-            self._lengths[index], self._received[index], self._asked[index] = location.length, 0, self.clock()
+            self._lengths[index], self._received[index], self._asked[index] = location.length, 0, asked
         if timing.requested_at is None:
-            timing.requested_at = self.clock()
+            timing.requested_at = asked
         own = DownloadRate(self.meter)
         last_check = [float("-inf")]  # elapsed at the last abandonment check
 

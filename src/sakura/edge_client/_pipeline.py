@@ -54,6 +54,7 @@ from sakura.edge_client.planning import (
     MAX_IN_FLIGHT,
     PlanContext,
     ShardOption,
+    fewest_bytes,
     level_utility,
     normalised_weights,
     plan_context,
@@ -241,7 +242,7 @@ class EditPipeline:
         received = self.fetcher.received(index)
         left = self.fetcher.remaining(index)  # of the download in progress, at the level it is at
         waiting = self._waits.setdefault(index, Waiting(waiting_since, received))
-        later = sum(min(ctx.size(lvl, j) for lvl in ctx.levels) for j in range(index + 1, ctx.pass_end(index)))
+        later = fewest_bytes(ctx.shards, index + 1, ctx.pass_end(index))
         return judge_download(self.clock(), requested_at=timing.requested_at, rtt_s=ctx.rtt_s,
                               planned_rate=planned_rate(ctx), received=received,
                               left=max(0, ctx.size(level) - received) if left is None else left, later=later,

@@ -107,6 +107,15 @@ class BandwidthEstimator:
             return None
         return Estimate(raw / (1.0 + error), error)
 
+    def copy(self) -> BandwidthEstimator:
+        """An estimator that knows what this one knows and observes on its own from here."""
+        twin = BandwidthEstimator(self.window, self.half_life_s, self._initial, self.clock)
+        with self._lock:
+            twin._transfers.extend(self._transfers)
+            twin._errors.extend(self._errors)
+            twin._ewma, twin._newest, twin._rtt = self._ewma, self._newest, self._rtt
+        return twin
+
     def _raw_locked(self) -> float | None:
         if not self._transfers:
             return self._initial

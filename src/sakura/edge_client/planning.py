@@ -66,6 +66,12 @@ def with_preparation(known: tuple[float, ...], prepare_s: float, pass_shards: in
                  if i % pass_shards == 0 else s for i, s in enumerate(known))
 
 
+def fewest_bytes(shards: Sequence[ShardOption], first: int, end: int) -> int:
+    """Bytes of shards ``first..end - 1``, each at its smallest level: what a download judged late
+    still has behind it in its pass (:func:`~sakura.edge_client.late_download.judge_download`)."""
+    return sum(min(shards[j].sizes.values()) for j in range(first, end))
+
+
 def stage_window(shards: int, one_pass: bool) -> int:
     """How deep the stage queues are: :data:`MAX_AHEAD`, or every shard where the template KV is
     one pass of the reference tokens (a KV-cached model keeps all of it for the whole edit anyway,

@@ -23,6 +23,7 @@ from sakura.edge_client.planning import (
 from sakura.edge_client.timeline import ShardTiming
 from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.geometry import EditGeometry
+from sakura.evaluation.sim_estimator import TimedEstimator
 from sakura.evaluation.sim_model import consumed
 
 __all__ = ["SimulatedLink", "arrived", "first_byte"]
@@ -51,6 +52,10 @@ class _Attempt(NamedTuple):
     length: int
 
 
+def _ends(attempt: _Attempt) -> float:
+    return attempt.until
+
+
 class SimulatedLink:
     """Edits of ``geometry`` over ``trace`` from ``start`` seconds into it; ``cold``: a fresh
     session (no bandwidth samples, no compute calibration); ``warm_template``: the template's
@@ -65,12 +70,12 @@ class SimulatedLink:
         self._utility = level_utility({lv: sum(geometry.sizes[lv]) for lv in geometry.levels})
         weights = normalised_weights(geometry.weights)
         self.mean_decode = {lv: sum(geometry.decode_s[lv]) / n for lv in geometry.levels}
-        self._options = tuple(ShardOption({lv: geometry.sizes[lv][j] for lv in geometry.levels}, weights[j])
-                              for j in range(n))
+        #: Each shard as a policy sees it (its bytes per level, its weight).
+        self.shard_options = tuple(ShardOption({lv: geometry.sizes[lv][j] for lv in geometry.levels}, weights[j])
+                                   for j in range(n))
         #: Per shard of the edit being simulated: when the live fetcher's near-done timer fires
         #: (its request plus its bytes at the rate expected then; None without an estimate).
         self._timers: dict[int, float | None] = {}
-        self.rates: dict[int, float | None] = {}  # the rate each request expected
         #: Every request of the edit, in the order the link ends them (the fetcher decides its
         #: abandonment at once, so a request is recorded at the level it had when it was asked for).
         self._attempts: list[_Attempt] = []
@@ -78,7 +83,6 @@ class SimulatedLink:
     def reset(self) -> None:
         """A new edit starts."""
         self._timers.clear()
-        self.rates.clear()
         self._attempts.clear()
 
     def transfer(self, at: float, nbytes: int) -> float:
@@ -104,7 +108,7 @@ class SimulatedLink:
         manifest = self.g.manifest_bytes if hashed else self.g.unhashed_manifest_bytes
         return manifest + (self.g.context_bytes if context_bytes is None else context_bytes)
 
-    def primed_estimator(self) -> BandwidthEstimator:
+    def primed_estimator(self) -> TimedEstimator:
         """What a phone that used the link for the last three seconds would know (nothing if cold):
         a transfer a second, ending as its second ends. A second without a byte completes no
         transfer: its silence belongs to the transfer that spans it, observed when that one ends
@@ -114,7 +118,7 @@ class SimulatedLink:
         flagship GPU, out of an outage on a 4G drive: 1.64 of fetching every block)."""
         est = BandwidthEstimator(clock=None)  # simulated time: every caller passes its own
         if self.cold:
-            return est
+            return TimedEstimator(est)
         began = -3.0
         for end in (-2.0, -1.0, 0.0):
             nbytes = int(self.delivered(end - 1.0, end))
@@ -122,7 +126,7 @@ class SimulatedLink:
                 est.observe(nbytes, end - began, at=end)
                 began = end
         est.observe_rtt(self.rtt)
-        return est
+        return TimedEstimator(est)
 
     def near_done(self, shard: ShardTiming) -> float:
         """When the live fetcher deems ``shard``'s response near done: a round trip before it ends,
@@ -146,21 +150,19 @@ class SimulatedLink:
         each ``(asked_at, received, length)``, except shards ``exclude``. The requests are kept
         sorted by when they end, so those not ended by ``at`` are the tail from the first that ends
         after it."""
-        first = bisect_right(self._attempts, at, key=lambda a: a.until)
+        first = bisect_right(self._attempts, at, key=_ends)
         return [(a.asked, self._received(a.begin, a.length, at), a.length)
                 for a in sorted(self._attempts[first:], key=lambda a: a.asked)
                 if a.asked <= at and a.shard not in exclude]
 
-    def fetch(self, i: int, level: str, t: float, link_free: float, est: BandwidthEstimator | None,
+    def fetch(self, i: int, level: str, t: float, link_free: float, est: TimedEstimator | None,
                policy: LevelPolicy | None, consumed: list[ShardTiming], compute_start: float,
                rate: float | None = None) -> ShardTiming:
         """Request shard ``i`` at ``t``; its bytes flow once the link is free and a round trip passed.
         ``rate``: the throughput the request expects when there is no estimator."""
         shard = ShardTiming(i, level=level, chosen_at=t, requested_at=t)
         estimate = est.estimate(t) if est is not None else None
-        timer_rate = rate
-        if estimate is not None:
-            rate, timer_rate = estimate.bytes_per_s, estimate.point_bytes_per_s
+        timer_rate = estimate.point_bytes_per_s if estimate is not None else rate
         while True:
             begin = max(t + self.rtt, link_free)
             size = self.g.sizes[level][i]
@@ -169,12 +171,12 @@ class SimulatedLink:
             if switch is None:
                 break
             at, received, smaller = switch
-            insort(self._attempts, _Attempt(i, t, begin, at, size), key=lambda a: a.until)
+            self._record(_Attempt(i, t, begin, at, size))
             shard.abandoned.append(level)
             shard.bytes += received
             est.observe(received, at - begin, at=at)  # type: ignore[union-attr]
             t, link_free, level = at, at, smaller
-        insort(self._attempts, _Attempt(i, t, begin, arrival, size), key=lambda a: a.until)
+        self._record(_Attempt(i, t, begin, arrival, size))
         shard.level, shard.arrived_at, shard.first_byte_at = level, arrival, begin
         shard.bytes += size
         shard.attempts = 1
@@ -183,14 +185,17 @@ class SimulatedLink:
             self._timers[i] = t + max(self.rtt, ahead / timer_rate) + size / timer_rate - self.rtt
         else:
             self._timers[i] = None
-        self.rates[i] = rate
-        if est is not None:
-            est.observe_rtt(begin - t)
+        if est is not None:  # the live fetcher learns both when the response ends
+            if link_free <= t:  # it times the round trip only with nothing else on the link
+                est.observe_rtt(begin - t, at=arrival)
             est.observe(size, max(arrival - begin, 1e-6), at=arrival)
         return shard
 
+    def _record(self, attempt: _Attempt) -> None:
+        insort(self._attempts, attempt, key=_ends)
+
     def _abandon_point(self, i: int, level: str, asked: float, begin: float, arrival: float,
-                       est: BandwidthEstimator | None, policy: LevelPolicy | None, consumed: list[ShardTiming],
+                       est: TimedEstimator | None, policy: LevelPolicy | None, consumed: list[ShardTiming],
                        compute_start: float) -> tuple[float, int, str] | None:
         """Where the live fetcher would abandon shard ``i``'s download at ``level`` (asked for at
         ``asked``) for a smaller level: when, its bytes in by then, and the level. The downloads
@@ -200,7 +205,7 @@ class SimulatedLink:
             return None  # a policy abandons for a smaller level: there is none below the smallest
         size, at = self.g.sizes[level][i], begin + ABANDON_MIN_S
         while at < arrival:
-            received = int(min(size, self.delivered(begin, at)))
+            received = self._received(begin, size, at)
             done = [s for s in consumed if s.consumed_at is not None and s.consumed_at <= at]
             ctx = self.context(i, at, est, done, compute_start, at, [(asked, received, size)])
             smaller = policy.abandon(ctx, level, received, received / (at - begin))
@@ -209,7 +214,7 @@ class SimulatedLink:
             at += ABANDON_CHECK_S
         return None
 
-    def context(self, i: int, now: float, est: BandwidthEstimator, done: list[ShardTiming], compute_start: float,
+    def context(self, i: int, now: float, est: TimedEstimator, done: list[ShardTiming], compute_start: float,
                  decode_free: float, downloads: Iterable[tuple[float, int, int]], can_compute: bool = False,
                 left: Sequence[ShardTiming] = (), hashes_bytes: int = 0,
                 template_compute: tuple[float, ...] = (), ahead: Sequence[int] = ()) -> PlanContext:
@@ -227,8 +232,8 @@ class SimulatedLink:
             gaps = [gap if j + 1 in asked else 0.0 for j, gap in enumerate(gaps)]
         known = [s for s in done if s.consumed_at is not None and s.consumed_at <= now]
         last = (known[-1].index, consumed(known[-1])) if known else None
-        return plan_context(now, i, levels=g.levels, shards=self._options, utility=self._utility,
-                            estimate=est.estimate(now), rtt_s=est.rtt_s, compute=gaps, startup=startup,
+        return plan_context(now, i, levels=g.levels, shards=self.shard_options, utility=self._utility,
+                            estimate=est.estimate(now), rtt_s=est.rtt_s(now), compute=gaps, startup=startup,
                             decode_s=self.mean_decode, compute_start=compute_start, last_consumed=last,
                             decode_free_at=decode_free, downloads=downloads,
                             template_compute=template_compute,

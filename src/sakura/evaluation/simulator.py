@@ -5,9 +5,10 @@ capacity is a real bandwidth trace (each request sent one round trip before the 
 response ends, so only the first pays the round trip), decode each, and let the
 model consume it when the layer that needs it starts. Policies are the edge client's own code
 (:mod:`sakura.edge_client.policy`, :mod:`sakura.evaluation.oracle`), fed the same
-:class:`~sakura.edge_client.planning.PlanContext` and the same :class:`BandwidthEstimator` the
-live pipeline builds. Compute and decode times come from an :class:`EditGeometry` measured on a
-real model.
+:class:`~sakura.edge_client.planning.PlanContext` and the same
+:class:`~sakura.edge_client.estimator.BandwidthEstimator` the live pipeline builds, told of each
+download when it ends (:class:`~sakura.evaluation.sim_estimator.TimedEstimator`). Compute and
+decode times come from an :class:`EditGeometry` measured on a real model.
 
 Systems: ``sakura`` (the hybrid: each block computed on the phone or fetched, the fetched ones by
 robust MPC, overlapped pipeline, abandonment), ``sakura-own-encoder`` (the hybrid on a phone that
@@ -40,14 +41,16 @@ the image) are on the phone from an earlier edit, the KV is not.
 
 from __future__ import annotations
 
+from functools import partial
+
 from sakura.edge_client import LevelPolicy, PlanContext
-from sakura.edge_client.estimator import BandwidthEstimator
 from sakura.edge_client.fetch_loop import FetchLoop
 from sakura.edge_client.late_download import LATE_CHECK_S, Waiting, climbs, computes_instead, judge_download
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
     encode_on_phone,
+    fewest_bytes,
 )
 from sakura.edge_client.policy import (
     COLD_START_BYTES_PER_S,
@@ -62,6 +65,7 @@ from sakura.emulation.traces import BandwidthTrace
 from sakura.evaluation.geometry import EditGeometry
 from sakura.evaluation.oracle import oracle_policy
 from sakura.evaluation.sequential import cachegen, ondevice, sequential
+from sakura.evaluation.sim_estimator import TimedEstimator
 from sakura.evaluation.sim_link import SimulatedLink, arrived, first_byte
 from sakura.evaluation.sim_model import SimulatedModel, consumed
 from sakura.evaluation.stages import PipelineStages
@@ -110,7 +114,7 @@ class EditSimulator:
     def preamble_bytes(self, context_bytes: int | None = None, *, hashed: bool = True) -> int:
         return self.link.preamble_bytes(context_bytes, hashed=hashed)
 
-    def primed_estimator(self) -> BandwidthEstimator:
+    def primed_estimator(self) -> TimedEstimator:
         return self.link.primed_estimator()
 
     # -- systems -------------------------------------------------------------------------
@@ -175,7 +179,7 @@ class EditSimulator:
         if own_encoder:
             self._prompt_embeddings(edit, est)
             t = edit.compute_start
-        stages = PipelineStages(self.model, edit, extend=self._extend if hybrid else None,
+        stages = PipelineStages(self.model, edit, extend=partial(self._extend, est) if hybrid else None,
                                 window=self.link.window)
         run = _Run(self, policy, stages, est, t, abandon, hashes_due=not (hashed or self.warm_template))
         asked: tuple[int, ...] = ()
@@ -217,7 +221,7 @@ class EditSimulator:
             at, count = max(at, consumed(stages.edit.shards[-1])), count - 1
         return at
 
-    def _prompt_embeddings(self, edit: Timeline, est: BandwidthEstimator) -> None:
+    def _prompt_embeddings(self, edit: Timeline, est: TimedEstimator) -> None:
         """The live session's choice once the preamble is in: encode the prompt on the phone (the
         compute stage starts that much later, and so does the fetch stage, which the live client
         starts after it) or fetch the embeddings in one more request. A fresh session has measured
@@ -226,7 +230,7 @@ class EditSimulator:
         t, nbytes = edit.compute_start, self.g.context_bytes
         if self.warm_template:
             return
-        if encode_on_phone(nbytes, None if self.cold else self.g.text_encode_s, est.estimate(t), est.rtt_s):
+        if encode_on_phone(nbytes, None if self.cold else self.g.text_encode_s, est.estimate(t), est.rtt_s(t)):
             edit.precompute_s = self.g.text_encode_s
             edit.compute_start = t + self.g.text_encode_s
             return
@@ -242,7 +246,8 @@ class EditSimulator:
         (the reference latents)."""
         return self.g.image_bytes or max(0, self.g.prepared_bytes - self.g.context_bytes)
 
-    def _extend(self, edit: Timeline, shard: ShardTiming, needed: float) -> tuple[float | None, float]:
+    def _extend(self, est: TimedEstimator, edit: Timeline, shard: ShardTiming,
+                needed: float) -> tuple[float | None, float]:
         """The live compute stage's rule (:mod:`~sakura.edge_client.late_download`), re-judged every
         ``LATE_CHECK_S`` from when the model asks for ``shard`` until it is decoded: at the frontier
         (every earlier shard of the pass computed), compute it once its download would be decoded
@@ -252,15 +257,14 @@ class EditSimulator:
         is predicted to be fetched later than computed
         (:func:`~sakura.edge_client.late_download.climbs`). Returns
         when the phone starts computing it (or None), and when it is done with the blocks it ran
-        on. The planned rate is the one expected when it was requested
-        (the simulated estimator has seen the whole download by now). The abandoned download
+        on. Each judgement plans at the rate and round trip the phone's estimator holds then
+        (``est``), as the live stage does. The abandoned download
         keeps its place on the link (the later requests were timed behind it), where the live
         fetcher stops it: conservative, and a later shard queued behind it, which delivers nothing
         while the model waits, is computed too."""
         i = shard.index
         if shard.arrived_at is None or shard.decoded_at is None:
             return None, needed
-        rate = self.link.rates.get(i) or COLD_START_BYTES_PER_S  # requested with no estimate: the live guess
         known = self.model.template_s(edit.shards)
         frontier = max(self.model.frontier, self.model.pass_start(i))
         if not known and frontier != i:
@@ -271,12 +275,14 @@ class EditSimulator:
             return self.link.received(shard, at)
 
         start, per = self.model.pass_start(i), self.g.shards_per_step  # its pass
-        later = sum(min(self.g.sizes[lvl][j] for lvl in self.g.levels) for j in range(i + 1, start + per))
+        later = fewest_bytes(self.link.shard_options, i + 1, start + per)
         at, waiting = needed, Waiting(needed, received_by(needed))
         busy = needed  # the phone runs template blocks until then
         while at < shard.decoded_at:
             received = received_by(at)
-            due = judge_download(at, requested_at=shard.requested_at, rtt_s=self.rtt, planned_rate=rate,
+            estimate = est.estimate(at)
+            rate = estimate.bytes_per_s if estimate is not None else COLD_START_BYTES_PER_S  # the live guess
+            due = judge_download(at, requested_at=shard.requested_at, rtt_s=est.rtt_s(at), planned_rate=rate,
                                  received=received, left=size - received, later=later,
                                  decode_s=self.link.mean_decode[shard.level], waiting=waiting)
             if frontier < i and climbs(due, at, block_s=known[frontier], begun=frontier > start,
@@ -305,7 +311,7 @@ class _Run:
     mechanics the shared :class:`~sakura.edge_client.fetch_loop.FetchLoop` drives (its
     :class:`~sakura.edge_client.fetch_loop.FetchDriver`), as events on the simulator's link."""
 
-    def __init__(self, sim: EditSimulator, policy: LevelPolicy, stages: PipelineStages, est: BandwidthEstimator,
+    def __init__(self, sim: EditSimulator, policy: LevelPolicy, stages: PipelineStages, est: TimedEstimator,
                  t: float, abandon: bool, *, hashes_due: bool) -> None:
         self.sim, self.policy, self.stages, self.est, self.t, self.abandon = sim, policy, stages, est, t, abandon
         self.link_free = t

@@ -116,3 +116,14 @@ def test_on_real_traces_the_estimate_is_conservative(name):
         t += seconds
         est.observe(shard, seconds, at=t)
     assert total > 100 and under / total >= 0.8  # last-sample prediction: 0.47-0.70 on these traces
+
+
+def test_a_copy_knows_what_the_original_knew_and_observes_on_its_own():
+    est = BandwidthEstimator(clock=None)
+    t = back_to_back(est, [(1_000_000, 0.5)] * 3 + [(1_000_000, 2.0)])
+    est.observe_rtt(0.04)
+    twin = est.copy()
+    assert twin.estimate(t) == est.estimate(t) and twin.rtt_s == est.rtt_s
+    twin.observe(1_000_000, 0.1, at=t + 0.1)
+    twin.observe_rtt(0.2)
+    assert twin.estimate(t + 0.1) != est.estimate(t + 0.1) and est.rtt_s == pytest.approx(0.04)

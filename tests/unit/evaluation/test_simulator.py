@@ -157,6 +157,21 @@ def test_the_link_tells_of_a_download_abandoned_at_the_level_it_was_asked_for(pi
     assert link.in_flight(arrived(shard) - 0.01, exclude=(3,)) == []
 
 
+def test_the_phone_learns_of_a_download_when_it_ends_and_times_a_round_trip_only_alone(pinned_geometry):
+    """The simulated link computes a download when it is asked for; the phone's estimator learns
+    its rate when it ends (its first second at 10 Mbit/s after three at 1), and its round trip
+    only where nothing else was on the link (the live fetcher's rule)."""
+    g = pinned_geometry
+    step = BandwidthTrace("step", "test", np.array([0.0, 5.0]), np.array([1.0, 10.0]), 600.0)
+    link = SimulatedLink(g, step, 5.0, rtt_s=0.05, cold=False, warm_template=True)
+    est, untold = link.primed_estimator(), link.primed_estimator()
+    first = link.fetch(1, g.levels[-1], 0.0, 0.0, est, None, [], 0.0)
+    queued = link.fetch(2, g.levels[-1], 0.0, arrived(first), est, None, [], 0.0)  # behind the first
+    assert est.estimate(arrived(first) - 1e-3) == untold.estimate(arrived(first) - 1e-3)
+    assert untold.estimate(arrived(first)).error == 0 < 0.8 < est.estimate(arrived(first)).error  # 10x faster
+    assert est.rtt_s(arrived(queued)) == pytest.approx(0.05)  # the first's; the queued one's wait is not one
+
+
 # -- the live hybrid edits' judgements of time (tests/unit/edge_client/test_hybrid_edit.py) ----------
 def paced(g: EditGeometry, block_s: float, gap_s: float = 0.05) -> EditGeometry:
     """The pinned geometry on a phone paced as the live tests pace theirs (``PacedDevice``): each
