@@ -31,8 +31,8 @@ OUT = Path(__file__).resolve().parent / "out"
 #: beyond the paper (energy, thermal, sustained sessions, the catalogue), which no such figure uses.
 _EVALUATION = tuple(f"sakura.evaluation.{m}" for m in (
     "architectures", "block_costs", "cachegen", "calibration", "fidelity", "flops", "geometry", "oracle",
-    "profiles", "regime", "runs", "sequential", "sim_link", "sim_model", "simulator", "stages", "workload",
-    "workloads"))
+    "profiles", "regime", "runs", "sequential", "sim_estimator", "sim_link", "sim_model", "simulator", "stages",
+    "workload", "workloads"))
 #: The code a simulated figure depends on (its provenance digest covers these).
 SIMULATED = (*_EVALUATION, "sakura.edge_client.fetch_loop", "sakura.edge_client.late_download",
              "sakura.edge_client.planning",

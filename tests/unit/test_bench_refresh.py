@@ -4,6 +4,7 @@ machine share it, never runs two commands on one file at once, and stops startin
 
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
@@ -146,3 +147,25 @@ def test_timed_commands_go_first_but_never_before_what_they_wait_for(refresh):
               rerun("g", "g.json", "", alone=False), rerun("timed", "k.json", "", alone=True)]
     order = [r.command for r in refresh._alone_first(reruns)]
     assert order == ["timed", "sim part", "timed part", "g", "reads g"]
+
+
+@pytest.fixture()
+def simulation():
+    yield from bench_module("_simulation")
+
+
+def test_a_simulated_figure_digests_every_evaluation_module_the_simulation_imports(simulation):
+    """A module the simulation reads but the digest leaves out would let its figures describe code
+    that has since changed, unseen by ``bench/refresh.py`` (``sim_estimator`` nearly was)."""
+    package = ROOT / "src" / "sakura" / "evaluation"
+    todo, seen = ["simulator", "runs", "regime"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tree = ast.parse((package / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sakura.evaluation."):
+                todo.append(node.module.removeprefix("sakura.evaluation.").split(".")[0])
+    assert {f"sakura.evaluation.{m}" for m in seen} <= set(simulation.SIMULATED)
