@@ -3,8 +3,8 @@
 The simulator computes a download to its last byte when it is asked for; the phone learns of it
 only when it ends. A :class:`~sakura.edge_client.estimator.BandwidthEstimator` fed at once
 planned the next requests with a throughput the phone had not measured yet: SD3.5 on the
-flagship GPU, a 5G drive out of a second at 1.5 MB/s, planned a pass at the 12.5 MB/s of two
-downloads that were to end after the choice, and fetched it; the phone, still 23 times wrong about
+flagship GPU, a 5G drive out of a second at 1.5 MB/s, planned a pass on five downloads at
+12.5 MB/s that were to end after the choice, and fetched it; the phone, still 23 times wrong about
 its last two, would have computed it. :class:`TimedEstimator` keeps each observation until the
 time it is asked at has reached the observation's own: every estimate is the one the phone would
 hold then, in whatever order the simulation computes its downloads.
