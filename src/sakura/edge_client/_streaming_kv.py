@@ -17,7 +17,7 @@ from sakura.edge_client._progress import ProgressTeller
 from sakura.edge_client._template_kv import TemplateComputer
 from sakura.edge_client.device import Device
 from sakura.edge_client.errors import EditCancelled
-from sakura.edge_client.late_download import LATE_CHECK_S, Due, climbs, computes_instead
+from sakura.edge_client.late_download import LATE_CHECK_S, Due, climbs, computes_instead, next_check
 from sakura.edge_client.planning import COMPUTE
 from sakura.edge_client.timeline import Stall, Timeline
 from sakura.platform.kv import KVPair, KVShard, ShardKey
@@ -108,7 +108,7 @@ class StreamingKV:
         with self.cond:  # from here the fetch stage no longer takes this shard back from the phone
             p.timeline.shards[index].needed_at = asked
         while True:  # re-judged while waiting: the download may slow down
-            judged = self._judge(index, asked)
+            judged, wake_at = self._judge(index, asked)
             if judged == _CLIMB:
                 p.template.climb(index)  # type: ignore[union-attr]
                 continue
@@ -123,7 +123,7 @@ class StreamingKV:
                         raise p.error
                     if p.cancel.is_set():
                         raise EditCancelled("the edit was cancelled")
-                    self.cond.wait(POLL_S)
+                    self.cond.wait(max(0.0, wake_at - p.clock()))
                     continue
                 pair = self._ready.pop(index)
                 self.cond.notify_all()
@@ -135,31 +135,36 @@ class StreamingKV:
         self._last = (index, got)
         return pair
 
-    def _judge(self, index: int, asked: float) -> str:
+    def _judge(self, index: int, asked: float) -> tuple[str, float]:
         """What the phone does while the model waits for shard ``index`` (asked for at ``asked``):
         compute it here (left to the phone, or its download would end later than computing it),
         climb (run its pass one block on towards it,
-        :func:`~sakura.edge_client.late_download.climbs`), or wait."""
+        :func:`~sakura.edge_client.late_download.climbs`), or wait; and, to wait, until when at
+        most (:func:`~sakura.edge_client.late_download.next_check`; a shard handed over wakes it sooner)."""
         p = self.pipeline
+        poll = p.clock() + POLL_S
         if p.template is None or index < p.template.frontier:
-            return _WAIT
+            return _WAIT, poll
         with self.cond:
             if index in self._ready:
-                return _WAIT
+                return _WAIT, poll
         if p.planned_compute(index):
-            return _COMPUTE
+            return _COMPUTE, poll
         template, known = p.template, p.compute_model.template_s(p.model, len(self._keys))
         at_frontier = template.reaches(index)
         if not known and not at_frontier:
-            return _WAIT  # what computing costs is learnt at the frontier first
+            return _WAIT, poll  # what computing costs is learnt at the frontier first
         due, now, costs = p.fetch_due(index, asked), p.clock(), template.block_costs(known)
-        if not at_frontier and climbs(
-                due, now, block_s=costs[template.pass_frontier(index)],
-                begun=template.begun(index), waited=now - asked, pass_s=template.rest_s(index, costs)):
-            return _CLIMB
-        if computes_instead(due, now, waited=now - asked, compute_s=template.cost_s(index, costs)):
-            return _COMPUTE
-        return _WAIT
+        begun, block_s = template.begun(index), None
+        if not at_frontier:
+            block_s = costs[template.pass_frontier(index)]
+            if climbs(due, now, block_s=block_s, begun=begun, waited=now - asked,
+                      pass_s=template.rest_s(index, costs)):
+                return _CLIMB, poll
+        compute_s = template.cost_s(index, costs)
+        if computes_instead(due, now, waited=now - asked, compute_s=compute_s):
+            return _COMPUTE, poll
+        return _WAIT, next_check(now, asked=asked, compute_s=compute_s, block_s=None if begun else block_s)
 
     def _compute(self, index: int) -> KVPair:
         p = self.pipeline

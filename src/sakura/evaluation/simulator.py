@@ -45,7 +45,7 @@ from functools import partial
 
 from sakura.edge_client import LevelPolicy, PlanContext
 from sakura.edge_client.fetch_loop import FetchLoop
-from sakura.edge_client.late_download import LATE_CHECK_S, Waiting, climbs, computes_instead, judge_download
+from sakura.edge_client.late_download import Waiting, climbs, computes_instead, judge_download, next_check
 from sakura.edge_client.planning import (
     COMPUTE,
     MAX_IN_FLIGHT,
@@ -249,7 +249,8 @@ class EditSimulator:
     def _extend(self, est: TimedEstimator, edit: Timeline, shard: ShardTiming,
                 needed: float) -> tuple[float | None, float]:
         """The live compute stage's rule (:mod:`~sakura.edge_client.late_download`), re-judged every
-        ``LATE_CHECK_S`` from when the model asks for ``shard`` until it is decoded: at the frontier
+        ``LATE_CHECK_S`` and when one of its waits runs out (:func:`~sakura.edge_client.late_download.next_check`)
+        from when the model asks for ``shard`` until it is decoded: at the frontier
         (every earlier shard of the pass computed), compute it once its download would be decoded
         later than computing it would end; the download is abandoned then. Where the frontier of its
         pass is below the shard, the phone runs the pass a block on while that block is predicted to
@@ -290,12 +291,14 @@ class EditSimulator:
                 at = busy = self.model.climb(at, i)
                 known, frontier = self.model.template_s(edit.shards), frontier + 1
                 continue
-            if computes_instead(due, at, waited=at - needed, compute_s=sum(known[frontier:i + 1])):
+            compute_s = sum(known[frontier:i + 1])
+            if computes_instead(due, at, waited=at - needed, compute_s=compute_s):
                 shard.abandoned.append(shard.level)
                 shard.bytes = shard.bytes - size + received
                 shard.level, shard.source = COMPUTE, "computed"
                 return at, at
-            at += LATE_CHECK_S
+            at = next_check(at, asked=needed, compute_s=compute_s,
+                            block_s=known[frontier] if frontier == start and frontier < i else None)
         return None, busy
 
     def _run_context(self, i: int, run: _Run, can_compute: bool = False) -> PlanContext:

@@ -8,6 +8,7 @@ from importlib import resources
 
 import numpy as np
 
+from sakura.edge_client.late_download import LATE_CHECK_S, TRUST
 from sakura.edge_client.timeline import Timeline
 from sakura.emulation.traces import BandwidthTrace, load_trace
 from sakura.evaluation.geometry import EditGeometry, ManifestWire
@@ -74,3 +75,17 @@ def test_a_pass_fetched_whole_is_started_once_the_link_slows_so_far_that_computi
     sakura, alone, sources = _on_a_step("klein-4b-ref512", "flagship-npu", step_at=10.5, mbps=(1000.0, 50.0))
     assert sources.startswith("f") and "fc" in sources, sources  # the pass was fetched whole at first
     assert sakura.compute_end < 1.15 * alone.compute_end, (sakura.compute_end, alone.compute_end)
+
+
+def test_a_phone_computing_past_a_stalled_link_waits_what_the_rule_says_not_a_poll():
+    """The same edit, the link down to 5 Mbit/s: past the first shard it computes, the phone waits
+    for each late download ``TRUST`` of a block (16 ms on this NPU), as the late-download rule says,
+    and not a poll of the compute stage (``LATE_CHECK_S``, 50 ms), which the rule's waits are
+    shorter than here: 50 ms a block made the edit 0.14 s longer."""
+    sakura, _, sources = _on_a_step("klein-4b-ref512", "flagship-npu", step_at=10.5, mbps=(1000.0, 5.0))
+    first = sources.index("c")
+    assert "f" not in sources[first:], sources
+    block_s = max(_geometry("klein-4b-ref512", "flagship-npu").shard_compute_s)
+    waits = [stall.end - stall.start for stall in sakura.stalls if stall.shard > first]
+    assert waits, sakura.stalls  # the downloads in flight still promised to come
+    assert max(waits) <= TRUST * block_s + 1e-6 < LATE_CHECK_S
